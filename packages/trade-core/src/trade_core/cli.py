@@ -1,0 +1,66 @@
+"""The ``trade`` command: a click root whose subcommands all come from plugins."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from trade_core import env
+from trade_core.errors import TradeError
+from trade_core.logging import configure_logging
+from trade_core.plugins import TradePluginManager, collect, get_manager
+
+
+def _versions(manager: TradePluginManager) -> str:
+    plugins = sorted({f"{o.dist}-{o.version}" for o in manager.origins.values()})
+    return "plugins: " + ", ".join(plugins)
+
+
+class TradeGroup(click.Group):
+    """A group that turns :class:`TradeError` into one line on stderr and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except TradeError as exc:
+            click.echo(f"error: {exc.one_line()}", err=True)
+            ctx.exit(2)
+
+
+def build_cli(manager: TradePluginManager) -> click.Group:
+    """The root group with every plugin's commands attached."""
+
+    @click.group(cls=TradeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.option("--log-json", is_flag=True, envvar=env.LOG_JSON, help="Log JSON lines instead of console text.")
+    @click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"]),
+        default="info",
+        show_default=True,
+        help="Lowest level of log events shown.",
+    )
+    @click.version_option(message=f"trade %(version)s\n{_versions(manager)}", package_name="trade-core")
+    def trade(log_json: bool, log_level: str) -> None:
+        """trade-agent: agentic RL of LLM trading agents on China A-shares.
+
+        Subcommands come from installed plugins; `trade plugins` lists them.
+        """
+        configure_logging(json=log_json, level=log_level)
+
+    for provided in collect(manager, "trade_register_commands", "command").values():
+        trade.add_command(provided.item)
+    return trade
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    configure_logging(json=os.environ.get(env.LOG_JSON) == "1")
+    try:
+        manager = get_manager()
+        cli = build_cli(manager)
+    except TradeError as exc:
+        click.echo(f"error: {exc.one_line()}", err=True)
+        sys.exit(2)
+    cli.main(args=argv, prog_name="trade")

@@ -1,0 +1,38 @@
+"""``trade data import``: a long daily-bar table -> a Qlib provider dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trade_core.errors import TradeError
+
+
+def _parse_universes(values: tuple[str, ...]) -> dict[str, Path]:
+    universes = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise TradeError(f"--universe {value!r} is not NAME=FILE", hint="e.g. --universe csi300=csi300.txt")
+        universes[name] = Path(path)
+    return universes
+
+
+@click.command("import")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Dataset folder to create or update.")
+@click.option("--calendar", "calendar_file", type=click.Path(path_type=Path), help="Trading days, one per line.")
+@click.option("--universe", "universes", multiple=True, metavar="NAME=FILE", help="Membership intervals (repeatable).")
+def import_command(source: Path, out: Path, calendar_file: Path | None, universes: tuple[str, ...]) -> None:
+    """Import SOURCE (parquet or CSV: date,symbol,open,high,low,close,volume,factor).
+
+    Prices are raw CNY with a backward adjustment factor; the dataset stores Qlib's cn
+    convention (price x factor, volume / factor). Everything is validated first; the
+    dataset is replaced atomically, and an existing one is extended with the new dates.
+    """
+    from trade_data.importer import import_table
+    from trade_data.info import dataset_info
+
+    import_table(source, out, calendar_file=calendar_file, universe_files=_parse_universes(universes), progress=True)
+    click.echo(dataset_info(out).to_text())

@@ -1,0 +1,101 @@
+"""What a dataset holds: symbols, dates, universes, suspensions, and whether it is synthetic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from trade_data.qlib_dir import (
+    list_universes,
+    read_calendar,
+    read_feature,
+    read_instruments_file,
+    read_meta,
+    read_universe,
+    require_dataset,
+)
+from trade_data.symbols import Board, board_of
+
+
+class UniverseInfo(BaseModel):
+    name: str
+    symbols: int
+    with_data: int
+    members_first_day: int
+    members_last_day: int
+
+
+class DatasetInfo(BaseModel):
+    path: str
+    synthetic: bool
+    source: str
+    symbols: int
+    stocks: int
+    indices: list[str]
+    first_date: str
+    last_date: str
+    trading_days: int
+    universes: list[UniverseInfo]
+    suspended_days: int
+    """Stock-days inside a stock's listed span without a bar or with no volume (not traded)."""
+
+    def to_text(self) -> str:
+        kind = "SYNTHETIC market (not real data)" if self.synthetic else "real market data"
+        lines = [
+            f"dataset     {self.path}  [{kind}; source: {self.source}]",
+            f"symbols     {self.symbols} ({self.stocks} stocks, indices: {', '.join(self.indices) or 'none'})",
+            f"dates       {self.first_date} .. {self.last_date} ({self.trading_days} trading days)",
+            f"suspended   {self.suspended_days} stock-days without a bar or volume inside their listed span",
+        ]
+        for u in self.universes:
+            lines.append(
+                f"universe    {u.name}: {u.symbols} symbols ({u.with_data} with bars), "
+                f"{u.members_first_day} members on the first day, {u.members_last_day} on the last"
+            )
+        return "\n".join(lines)
+
+
+def _members_on(members, day) -> int:  # type: ignore[no-untyped-def]
+    return int(((members["start"] <= day) & (members["end"] >= day)).sum())
+
+
+def dataset_info(folder: Path) -> DatasetInfo:
+    folder = require_dataset(Path(folder))
+    meta = read_meta(folder)
+    calendar = read_calendar(folder)
+    listed = read_instruments_file(folder / "instruments" / "all.txt")
+    symbols = list(listed["symbol"])
+    indices = [s for s in symbols if board_of(s) is Board.INDEX]
+    suspended = 0
+    for symbol in symbols:
+        if symbol not in indices:
+            volume = read_feature(folder, symbol, "volume")[1]
+            suspended += int((~(volume > 0)).sum())
+    known = set(symbols)
+    universes = []
+    for name in list_universes(folder):
+        members = read_universe(folder, name)
+        universes.append(
+            UniverseInfo(
+                name=name,
+                symbols=members["symbol"].nunique(),
+                with_data=len(set(members["symbol"]) & known),
+                members_first_day=_members_on(members, calendar[0]),
+                members_last_day=_members_on(members, calendar[-1]),
+            )
+        )
+    return DatasetInfo(
+        path=str(folder),
+        synthetic=meta.synthetic,
+        source=meta.source,
+        symbols=len(symbols),
+        stocks=len(symbols) - len(indices),
+        indices=indices,
+        first_date=f"{calendar[0]:%Y-%m-%d}",
+        last_date=f"{calendar[-1]:%Y-%m-%d}",
+        trading_days=len(calendar),
+        universes=universes,
+        suspended_days=suspended,
+    )
