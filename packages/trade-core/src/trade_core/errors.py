@@ -11,7 +11,8 @@ class TradeError(Exception):
         self.hint = hint
 
     def one_line(self) -> str:
-        text = str(self)
+        """The message and hint on one line, whatever a wrapped library message contained."""
+        text = " ".join(str(self).split())
         return f"{text} ({self.hint})" if self.hint else text
 
 

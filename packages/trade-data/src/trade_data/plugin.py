@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 import pluggy
 
 from trade_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from trade_data.sources import DataSource
 
 
 @hookimpl
@@ -22,3 +26,11 @@ def trade_register_commands(register: Callable[[click.Command], None]) -> None:
     from trade_data.commands import data_group
 
     register(data_group)
+
+
+@hookimpl
+def trade_register_data_sources(register: Callable[[DataSource], None]) -> None:
+    from trade_data.sources import BUILTIN_SOURCES
+
+    for source in BUILTIN_SOURCES:
+        register(source)

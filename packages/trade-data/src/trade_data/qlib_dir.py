@@ -44,12 +44,16 @@ def read_calendar_file(path: Path) -> pd.DatetimeIndex:
     """Dates one per line (``YYYY-MM-DD``); blank lines ignored; must be strictly increasing."""
     if not path.is_file():
         raise DataValidationError(f"{path}: no such calendar file")
-    lines = [line.strip() for line in path.read_text().splitlines()]
-    lines = [line for line in lines if line]
-    try:
-        dates = pd.DatetimeIndex(pd.to_datetime(lines, format="%Y-%m-%d")).as_unit("ns")
-    except ValueError as exc:
-        raise DataValidationError(f"{path}: not one YYYY-MM-DD date per line ({exc})") from exc
+    lines = [(number, line.strip()) for number, line in enumerate(path.read_text().splitlines(), start=1)]
+    days = []
+    for number, line in lines:
+        if not line:
+            continue
+        try:
+            days.append(dt.date.fromisoformat(line))
+        except ValueError:
+            raise DataValidationError(f"{path}:{number}: {line[:40]!r} is not one YYYY-MM-DD date per line") from None
+    dates = pd.DatetimeIndex(days).as_unit("ns")
     if len(dates) == 0:
         raise DataValidationError(f"{path}: the calendar is empty")
     if not dates.is_monotonic_increasing or dates.has_duplicates:

@@ -1,0 +1,55 @@
+"""Fixtures for testing trade-agent and its plugins (a pytest plugin, like ``tox.pytest``).
+
+Installed with trade-core and loaded by pytest through the ``pytest11`` entry point, so core
+tests and third-party plugin authors use the same helpers.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from trade_core.plugins import TradePluginManager, new_manager
+
+
+@dataclass(frozen=True)
+class TradeRun:
+    """Outcome of one ``trade`` process."""
+
+    code: int
+    out: str
+    err: str
+
+
+def run_trade(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300) -> TradeRun:
+    """Run the installed ``trade`` console script in a fresh process (real entry points, real exit code)."""
+    environment = {**os.environ, **(env or {})}
+    script = Path(sys.executable).with_name("trade")
+    command = [str(script)] if script.exists() else [sys.executable, "-c", "from trade_core.cli import main; main()"]
+    done = subprocess.run(
+        [*command, *args], capture_output=True, text=True, env=environment, cwd=cwd, timeout=timeout, check=False
+    )
+    return TradeRun(done.returncode, done.stdout, done.stderr)
+
+
+@contextmanager
+def inline_plugin(manager: TradePluginManager, plugin: object, name: str) -> Iterator[object]:
+    """Register ``plugin`` for the duration of a ``with`` block, then unregister it."""
+    manager.register(plugin, name)
+    try:
+        yield plugin
+    finally:
+        manager.unregister(name)
+
+
+@pytest.fixture
+def plugin_manager() -> TradePluginManager:
+    """A fresh manager with the core hookspecs and no plugins loaded."""
+    return new_manager()

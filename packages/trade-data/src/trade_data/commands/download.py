@@ -1,0 +1,60 @@
+"""``trade data download``: fetch real market data from a registered source into a dataset folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+class _SourcesHelp(click.Command):
+    """Lists the registered sources under ``--help``: they come from plugins, so the list is built at run time."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from trade_data.sources import available_sources
+
+        with formatter.section("Sources"):
+            formatter.write_dl(
+                [(s.name, f"{s.description}. File: {s.origin}") for s in available_sources().values()]
+            )
+        super().format_epilog(ctx, formatter)
+
+
+@click.command("download", cls=_SourcesHelp)
+@click.option("--source", "source_name", required=True, metavar="NAME", help="Data source (listed below).")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Dataset folder to create or replace.")
+@click.option(
+    "--from-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Convert this already-downloaded file instead of fetching (for offline machines).",
+)
+@click.option("--start", metavar="YYYY-MM-DD", help="First date to fetch (sources that take it: baostock).")
+@click.option("--end", metavar="YYYY-MM-DD", help="Last date to fetch (sources that take it: baostock).")
+@click.option(
+    "--keep-download",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Keep the fetched file in this folder (to copy it to an offline machine) instead of deleting it.",
+)
+def download_command(
+    source_name: str,
+    out: Path,
+    from_file: Path | None,
+    start: str | None,
+    end: str | None,
+    keep_download: Path | None,
+) -> None:
+    """Download real market data from source NAME into the dataset folder OUT.
+
+    Training machines are usually OFFLINE: there the network step fails with a one-line
+    error. Fetch the file on a machine with internet access instead (the URL is listed
+    below; or run this command there with --keep-download DIR), copy it over, and convert
+    it offline with --from-file FILE. OUT is replaced atomically: a failure leaves an
+    existing dataset untouched.
+    """
+    from trade_data.info import dataset_info
+    from trade_data.sources import download
+
+    download(
+        source_name, out, from_file=from_file, options={"start": start, "end": end}, keep_download=keep_download
+    )
+    click.echo(dataset_info(out).to_text())

@@ -1,0 +1,399 @@
+"""A synthetic China A-share market: daily bars, indices and universes from a seeded factor model.
+
+Real bars cannot ship with the project, yet everything above the data layer (features, trading
+environments, RL) must be exercised end to end on a market with the real one's frictions:
+board-specific daily price limits, suspensions, ex-dividend adjustment factors, IPOs and index
+membership that changes. Returns follow a market + sector + idiosyncratic factor model with
+Student-t innovations and GARCH(1,1) variances, so fat tails and volatility clustering are there
+too. Everything is vectorised over a days x symbols grid; only the path-dependent steps (the
+variance recursion and the limit clipping against the previous close) loop, once per day.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import structlog
+
+from trade_core.errors import TradeError
+from trade_data.errors import DatasetError
+from trade_data.qlib_dir import DatasetMeta, is_dataset, read_meta, write_dataset
+from trade_data.symbols import Board, board_of, limit_pct
+
+log = structlog.get_logger("trade.data.synth")
+
+MIN_SYMBOLS, MAX_SYMBOLS = 10, 5000
+"""Below 10 the universes and indices are degenerate; above 5000 the codes leave their boards' ranges."""
+MIN_TRADING_DAYS = 20
+BOARD_MIX = (("SH", 600000, 0.45), ("SZ", 1, 0.30), ("SZ", 300001, 0.15), ("SH", 688001, 0.10))
+"""(exchange, first code, share of stocks): SH60/SZ00 main board, SZ300 ChiNext, SH688 STAR."""
+INDEX_BASES = {"SH000001": 3300.0, "SH000300": 4000.0, "SH000905": 6000.0}
+HOLIDAYS = (
+    "01-01",
+    *(f"02-{day:02d}" for day in range(10, 15)),
+    *(f"05-{day:02d}" for day in range(1, 4)),
+    *(f"10-{day:02d}" for day in range(1, 8)),
+)
+"""Fixed month-days off: New Year, a stand-in Spring Festival week, Labour Day, National Day."""
+CSI300_MAX, CSI500_MAX = 300, 500
+
+
+@dataclass(frozen=True)
+class MarketModel:
+    """The generator's knobs besides size, dates and seed; all of them are recorded in ``trade.json``."""
+
+    sectors: int = 10
+    market_vol: float = 0.012
+    """Unconditional daily volatility of the market factor (about 19% a year)."""
+    sector_vol: float = 0.008
+    idio_vol: float = 0.016
+    growth_board_vol: float = 1.25
+    """Idiosyncratic volatility multiplier for ChiNext and STAR stocks."""
+    garch_alpha: float = 0.08
+    garch_beta: float = 0.90
+    t_df: float = 5.0
+    market_drift: float = 0.0002
+    jump_prob: float = 0.002
+    """Per stock-day chance of a news jump, which is what drives most limit-up/limit-down closes."""
+    jump_size: tuple[float, float] = (0.04, 0.12)
+    suspensions_per_year: float = 0.4
+    suspension_mean_days: float = 4.0
+    long_suspension_prob: float = 0.1
+    long_suspension_days: tuple[int, int] = (20, 120)
+    dividend_prob: float = 0.7
+    """Chance that a stock goes ex-dividend in a given year (June to August)."""
+    dividend_yield: tuple[float, float] = (0.005, 0.03)
+    bonus_prob: float = 0.2
+    bonus_ratios: tuple[float, ...] = (0.2, 0.3, 0.5, 1.0)
+    ipo_fraction: float = 0.05
+    turnover: float = 0.01
+    """Median daily turnover as a fraction of float shares."""
+    rank_window_days: int = 120
+    min_listed_days: int = 60
+    initial_price: tuple[float, float] = (12.0, 0.7)
+    initial_float_cap: tuple[float, float] = (8e9, 1.0)
+    """(median CNY, log-sd) of the lognormal starting prices and float caps."""
+    index_bases: dict[str, float] = field(default_factory=lambda: dict(INDEX_BASES))
+
+
+MODEL = MarketModel()
+
+
+@dataclass
+class SyntheticMarket:
+    """A generated market: the long raw table, its calendar, universes, and what made it."""
+
+    table: pd.DataFrame
+    calendar: pd.DatetimeIndex
+    universes: dict[str, pd.DataFrame]
+    sectors: pd.Series
+    """Sector number of each stock (index: symbol); the table itself has no sector column."""
+    parameters: dict[str, object]
+
+
+def generate_market(
+    symbols: int = 300, start: str | dt.date = "2018-01-01", end: str | dt.date = "2025-12-31", seed: int = 0
+) -> SyntheticMarket:
+    """Simulate ``symbols`` stocks plus SH000001/SH000300/SH000905 over weekdays from start to end.
+
+    The same arguments give the same market, bit for bit.
+    """
+    first, last = _parse_day(start, "start"), _parse_day(end, "end")
+    if last < first:
+        raise TradeError(f"end {last} is before start {first}", hint="pass an --end after --start")
+    if not MIN_SYMBOLS <= symbols <= MAX_SYMBOLS:
+        raise TradeError(
+            f"--symbols {symbols} is out of range", hint=f"use {MIN_SYMBOLS}..{MAX_SYMBOLS} stocks (default 300)"
+        )
+    if seed < 0:
+        raise TradeError(f"--seed {seed} is negative", hint="use a seed >= 0")
+    calendar = trading_calendar(first, last)
+    if len(calendar) < MIN_TRADING_DAYS:
+        raise TradeError(
+            f"{first}..{last} has only {len(calendar)} trading days",
+            hint=f"choose dates at least {MIN_TRADING_DAYS} trading days apart",
+        )
+    rng = np.random.default_rng(seed)
+    codes = stock_codes(symbols)
+    stocks = _simulate_stocks(rng, codes, calendar)
+    csi300, csi500 = min(CSI300_MAX, symbols // 2), min(CSI500_MAX, (symbols - symbols // 2) * 2 // 3)
+    periods = _rebalance_days(calendar)
+    member300, member500 = _rank_members(stocks, periods, csi300, csi500)
+    period_of_day = np.searchsorted(periods, np.arange(len(calendar)), side="right") - 1
+    listed_before = np.vstack([np.zeros((1, len(codes)), bool), stocks.listed[:-1]])
+    indices = {
+        "SH000001": _index_bars(stocks, listed_before, MODEL.index_bases["SH000001"]),
+        "SH000300": _index_bars(stocks, member300[period_of_day], MODEL.index_bases["SH000300"]),
+        "SH000905": _index_bars(stocks, member500[period_of_day], MODEL.index_bases["SH000905"]),
+    }
+    parameters: dict[str, object] = {
+        "symbols": symbols,
+        "start": first.isoformat(),
+        "end": last.isoformat(),
+        "seed": seed,
+        "csi300_size": csi300,
+        "csi500_size": csi500,
+        "board_mix": [list(board) for board in BOARD_MIX],
+        "holidays": list(HOLIDAYS),
+        **asdict(MODEL),
+    }
+    return SyntheticMarket(
+        table=_long_table(stocks, indices, calendar),
+        calendar=calendar,
+        universes={
+            "csi300": _intervals(member300, periods, calendar, stocks.codes),
+            "csi500": _intervals(member500, periods, calendar, stocks.codes),
+        },
+        sectors=pd.Series(stocks.sector, index=pd.Index(stocks.codes, name="symbol"), name="sector"),
+        parameters=parameters,
+    )
+
+
+def write_synthetic_market(
+    out: Path,
+    symbols: int = 300,
+    start: str | dt.date = "2018-01-01",
+    end: str | dt.date = "2025-12-31",
+    seed: int = 0,
+    *,
+    progress: bool = False,
+) -> Path:
+    """Generate a market and write it at ``out``, marked synthetic in ``trade.json``.
+
+    ``out`` is checked before generating, so a wrong folder fails at once; a synthetic dataset
+    there is replaced, real data never is.
+    """
+    out = Path(out)
+    _check_out(out)
+    market = generate_market(symbols, start, end, seed)
+    meta = DatasetMeta(synthetic=True, source="synth", parameters=market.parameters)
+    write_dataset(
+        market.table,
+        out,
+        meta=meta,
+        calendar=market.calendar,
+        universes=market.universes,
+        source="synth",
+        progress=progress,
+    )
+    log.info("synth.done", dataset=str(out), rows=len(market.table), symbols=symbols, seed=seed)
+    return out
+
+
+def trading_calendar(start: dt.date, end: dt.date) -> pd.DatetimeIndex:
+    """Weekdays from start to end minus the fixed :data:`HOLIDAYS`."""
+    days = pd.bdate_range(start, end).as_unit("ns")
+    return days[~days.strftime("%m-%d").isin(HOLIDAYS)]
+
+
+def stock_codes(count: int) -> np.ndarray:
+    """``count`` unique codes split ~45/30/15/10% over SH main, SZ main, ChiNext and STAR, sorted."""
+    sizes = [round(count * share) for _, _, share in BOARD_MIX[1:]]
+    sizes.insert(0, count - sum(sizes))
+    codes = [f"{market}{first + i:06d}" for (market, first, _), size in zip(BOARD_MIX, sizes) for i in range(size)]
+    return np.array(sorted(codes))
+
+
+def _parse_day(value: str | dt.date, what: str) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value))
+    except ValueError:
+        raise TradeError(f"{what} date {value!r} is not YYYY-MM-DD", hint="e.g. --start 2018-01-01") from None
+
+
+def _check_out(out: Path) -> None:
+    if not out.exists():
+        return
+    if is_dataset(out):
+        if not read_meta(out).synthetic:
+            raise DatasetError(f"{out} holds real market data", hint="write the synthetic market to another folder")
+        return
+    if not out.is_dir() or any(out.iterdir()):
+        raise DatasetError(f"{out} exists and is not a trade-agent dataset", hint="choose a new or empty folder")
+
+
+@dataclass
+class _Stocks:
+    """Days x stocks matrices of the simulated stocks; prices are raw, NaN where there is no bar."""
+
+    codes: np.ndarray
+    sector: np.ndarray
+    listed: np.ndarray
+    traded: np.ndarray
+    open: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+    close: np.ndarray
+    volume: np.ndarray
+    factor: np.ndarray
+    cash: np.ndarray
+    """Cash dividend as a fraction of the previous close on ex-dates: what a price index loses."""
+    shares: np.ndarray
+    listing: np.ndarray
+
+
+def _simulate_stocks(rng: np.random.Generator, codes: np.ndarray, calendar: pd.DatetimeIndex) -> _Stocks:
+    m = MODEL
+    days, count = len(calendar), len(codes)
+    boards = np.array([board_of(code) for code in codes])
+    sector = rng.integers(0, m.sectors, count)
+    beta, gamma = rng.uniform(0.7, 1.3, count), rng.uniform(0.7, 1.3, count)
+    growth = np.isin(boards, [Board.CHINEXT, Board.STAR])
+    idio_vol = m.idio_vol * rng.lognormal(0.0, 0.2, count) * np.where(growth, m.growth_board_vol, 1.0)
+    drift = m.market_drift + rng.normal(0.0, 0.0002, count)
+    total_vol = np.sqrt((beta * m.market_vol) ** 2 + (gamma * m.sector_vol) ** 2 + idio_vol**2)
+
+    vols = np.concatenate([[m.market_vol], np.full(m.sectors, m.sector_vol), idio_vol])
+    shocks = rng.standard_t(m.t_df, (days, vols.size)) / np.sqrt(m.t_df / (m.t_df - 2))
+    eps, sigma = _garch(shocks, vols, m.garch_alpha, m.garch_beta)
+    jumps = (rng.random((days, count)) < m.jump_prob) * rng.choice([-1.0, 1.0], (days, count))
+    jumps *= rng.uniform(*m.jump_size, (days, count))
+    log_ret = drift + beta * eps[:, :1] + gamma * eps[:, 1 : 1 + m.sectors][:, sector] + eps[:, 1 + m.sectors :]
+    log_ret += jumps
+
+    listing = np.zeros(count, dtype=int)
+    ipos = rng.choice(count, max(1, round(m.ipo_fraction * count)), replace=False)
+    listing[ipos] = rng.integers(days // 10, max(days // 10 + 1, 8 * days // 10), ipos.size)
+    listed = np.arange(days)[:, None] >= listing
+    traded = listed & ~_suspensions(rng, listing, days)
+    ex, dividend_yield, bonus = _ex_dividends(rng, calendar, traded)
+
+    price0 = np.clip(np.round(rng.lognormal(np.log(m.initial_price[0]), m.initial_price[1], count), 2), 2.0, 300.0)
+    float_cap = rng.lognormal(np.log(m.initial_float_cap[0]), m.initial_float_cap[1], count)
+    shares = np.round(float_cap / price0, -4) * np.cumprod(1.0 + bonus, axis=0)
+    cumulative = np.cumsum(log_ret, axis=0)
+    latent = np.log(price0) + cumulative - cumulative[listing, np.arange(count)]
+    bars = _price_path(rng, latent, traded, total_vol, (ex, dividend_yield, bonus), _limits(codes, calendar))
+    opens, highs, lows, closes, factor, cash = (np.where(traded, bar, np.nan) for bar in bars)
+
+    adjusted = closes * factor
+    returns = adjusted / _shift(_ffill(adjusted)) - 1.0
+    activity = np.minimum(np.abs(np.nan_to_num(returns, nan=0.1)) / total_vol, 6.0)
+    regime = np.sqrt(sigma[:, :1] / m.market_vol)
+    turnover = m.turnover * rng.lognormal(0.0, 0.5, count)
+    volume = shares * turnover * regime * np.exp(0.35 * activity + rng.normal(0.0, 0.3, (days, count)) - 0.3)
+    volume = np.where(traded, np.maximum(np.round(volume, -2), 100.0), 0.0)
+    return _Stocks(
+        codes, sector, listed, traded, opens, highs, lows, closes, volume, factor, cash, shares, listing
+    )
+
+
+def _garch(shocks: np.ndarray, vols: np.ndarray, alpha: float, beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """GARCH(1,1) series with unconditional daily volatility ``vols``: (returns, conditional volatility)."""
+    omega = vols**2 * (1.0 - alpha - beta)
+    variance = vols**2
+    eps, sigma = np.empty_like(shocks), np.empty_like(shocks)
+    for t in range(len(shocks)):
+        sigma[t] = np.sqrt(variance)
+        eps[t] = sigma[t] * shocks[t]
+        variance = omega + alpha * eps[t] ** 2 + beta * variance
+    return eps, sigma
+
+
+def _suspensions(rng: np.random.Generator, listing: np.ndarray, days: int) -> np.ndarray:
+    """Runs of suspended days (mostly short, some months long) after each stock's listing day."""
+    m = MODEL
+    counts = rng.poisson(m.suspensions_per_year * days / 244, listing.size)
+    owner = np.repeat(np.arange(listing.size), counts)
+    begin = rng.integers(listing[owner] + 1, days)
+    length = rng.geometric(1.0 / m.suspension_mean_days, owner.size)
+    long = rng.random(owner.size) < m.long_suspension_prob
+    length[long] = rng.integers(*m.long_suspension_days, long.sum())
+    edges = np.zeros((days + 1, listing.size), dtype=int)
+    np.add.at(edges, (begin, owner), 1)
+    np.add.at(edges, (np.minimum(begin + length, days), owner), -1)
+    return np.cumsum(edges[:-1], axis=0) > 0
+
+
+def _ex_dividends(
+    rng: np.random.Generator, calendar: pd.DatetimeIndex, traded: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """At most one ex-date per stock and year, June to August, on a traded day after the first.
+
+    Returns (ex-date mask, cash dividend as a fraction of the previous close, bonus shares per share).
+    """
+    m = MODEL
+    count = traded.shape[1]
+    ex = np.zeros(traded.shape, dtype=bool)
+    summer = (calendar.month >= 6) & (calendar.month <= 8)
+    for year in np.unique(calendar.year):
+        window = np.flatnonzero(summer & (calendar.year == year))
+        if window.size == 0:
+            continue
+        day = window[rng.integers(0, window.size, count)]
+        pick = rng.random(count) < m.dividend_prob
+        ex[day[pick], np.flatnonzero(pick)] = True
+    ex &= traded & (np.cumsum(traded, axis=0) > 1)
+    events = ex.sum()
+    dividend_yield, bonus = np.zeros(traded.shape), np.zeros(traded.shape)
+    dividend_yield[ex] = rng.uniform(*m.dividend_yield, events)
+    bonus[ex] = np.where(rng.random(events) < m.bonus_prob, rng.choice(m.bonus_ratios, events), 0.0)
+    return ex, dividend_yield, bonus
+
+
+def _limits(codes: np.ndarray, calendar: pd.DatetimeIndex) -> np.ndarray:
+    """Days x stocks daily limit fractions from :func:`limit_pct`, evaluated once per board and day."""
+    limits = np.empty((len(calendar), len(codes)))
+    boards = np.array([board_of(code) for code in codes])
+    for board in np.unique(boards):
+        columns = np.flatnonzero(boards == board)
+        representative = str(codes[columns[0]])
+        by_day = np.array([limit_pct(representative, day) for day in calendar.date], dtype=float)
+        limits[:, columns] = by_day[:, None]
+    return limits
+
+
+def _price_path(
+    rng: np.random.Generator,
+    latent: np.ndarray,
+    traded: np.ndarray,
+    total_vol: np.ndarray,
+    dividends: tuple[np.ndarray, np.ndarray, np.ndarray],
+    limits: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """Raw OHLC that track the latent adjusted price within each day's price limits.
+
+    The limits come from the previous raw close (on ex-dates from the ex-rights reference price,
+    as the exchanges do), so a close beyond them is clipped to the limit price and the rest of the
+    move follows on later days, like a run of limit-up days. On an ex-date the factor rises by
+    previous close / reference price, which keeps the adjusted series free of the dividend gap.
+    Returns (open, high, low, close, factor, cash) for every day; untraded days are filled in too
+    and masked by the caller, the previous close only moves on traded days.
+    """
+    ex, dividend_yield, bonus = dividends
+    days, count = latent.shape
+    open_noise = rng.normal(0.0, 0.3, latent.shape) * total_vol
+    high_reach = np.abs(rng.normal(0.0, 0.5, latent.shape)) * total_vol
+    low_reach = np.abs(rng.normal(0.0, 0.5, latent.shape)) * total_vol
+    opens, highs, lows, closes = (np.empty(latent.shape) for _ in range(4))
+    factor, cash = np.ones(latent.shape), np.zeros(latent.shape)
+    previous, running_factor = np.full(count, np.nan), np.ones(count)
+    for t in range(days):
+        reference = previous.copy()
+        event = ex[t]
+        if event.any():
+            dividend = np.round(previous[event] * dividend_yield[t, event], 3)
+            reference[event] = np.round((previous[event] - dividend) / (1.0 + bonus[t, event]), 2)
+            running_factor[event] *= previous[event] / reference[event]
+            cash[t, event] = dividend / previous[event]
+        factor[t] = running_factor
+        target = np.exp(latent[t]) / running_factor
+        first = np.isnan(reference)
+        up = np.where(first, np.inf, np.round(reference * (1.0 + limits[t]), 2))
+        down = np.where(first, 0.01, np.maximum(np.round(reference * (1.0 - limits[t]), 2), 0.01))
+        close = np.clip(np.round(target, 2), down, up)
+        base = np.where(first, close, reference)
+        opening = np.clip(np.round(base * np.exp(0.5 * np.log(target / base) + open_noise[t]), 2), down, up)
+        opens[t], closes[t] = opening, close
+        highs[t] = np.minimum(np.round(np.maximum(opening, close) * np.exp(high_reach[t]), 2), up)
+        lows[t] = np.maximum(np.round(np.minimum(opening, close) * np.exp(-low_reach[t]), 2), down)
+        previous = np.where(traded[t], close, previous)
+    return opens, highs, lows, closes, factor, cash

@@ -1,0 +1,192 @@
+"""`trade data import`: real data in, pyqlib reads the same values back; bad input changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trade_core.testing import run_trade
+from trade_data import qlib_dir
+from trade_data.errors import DataValidationError, DatasetError
+from trade_data.importer import import_table
+from trade_data.info import dataset_info
+from trade_data.qlib_dir import read_feature, read_meta, read_table_back
+
+GOOD_CSV = """date,symbol,open,high,low,close,volume,factor
+2024-01-02,SH600000,10.00,10.50,9.90,10.20,100000,1.5
+2024-01-03,SH600000,10.20,10.40,10.00,10.10,120000,1.5
+2024-01-02,SZ000001,9.00,9.20,8.80,9.10,300000,2.0
+2024-01-03,SZ000001,9.10,9.30,9.00,9.20,310000,2.0
+"""
+
+
+def _tree_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(folder)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_real_import_info(real_dataset: Path) -> None:
+    info = dataset_info(real_dataset)
+    assert (info.symbols, info.first_date, info.last_date, info.trading_days) == (540, "2018-01-02", "2025-12-31", 1942)
+    assert info.indices == ["SH000001", "SH000300", "SH000905"]
+    assert not info.synthetic and read_meta(real_dataset).source == "import:daily.parquet"
+    [csi300] = info.universes
+    assert csi300.name == "csi300" and 285 <= csi300.members_first_day <= 300 and csi300.members_last_day == 300
+    text = info.to_text()
+    assert "540 (537 stocks" in text and "2018-01-02 .. 2025-12-31" in text and "universe    csi300" in text
+
+
+def test_cli_import_prints_info(sample_data: Path, tmp_path: Path) -> None:
+    run = run_trade(
+        "data", "import", str(sample_data / "daily.parquet"), "--out", str(tmp_path / "Q"),
+        "--calendar", str(sample_data / "calendar.txt"), "--universe", f"csi300={sample_data / 'csi300.txt'}",
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    assert "540 (537 stocks" in run.out and "universe    csi300" in run.out
+    info = run_trade("data", "info", str(tmp_path / "Q"))
+    assert info.code == 0 and "real market data" in info.out
+
+
+def test_pyqlib_reads_back_the_source_rows(real_dataset: Path, real_table: pd.DataFrame) -> None:
+    qlib = pytest.importorskip("qlib")
+    from qlib.data import D
+
+    qlib.init(provider_uri=str(real_dataset), region="cn", kernels=1)
+    rng = np.random.default_rng(7)
+    stocks = sorted(set(real_table["symbol"]) - {"SH000001", "SH000300", "SH000905"})
+    symbols = [*rng.choice(stocks, size=25, replace=False), "SH000300", "SZ000001", "SH600519"]
+    fields = ["$open", "$high", "$low", "$close", "$volume", "$factor"]
+    got = D.features(symbols, fields, start_time="2018-01-01", end_time="2025-12-31").reset_index()
+    got = got.rename(columns={"instrument": "symbol", "datetime": "date"})
+    source = real_table[real_table["symbol"].isin(symbols)]
+    merged = source.merge(got, on=["symbol", "date"], how="left")
+    assert len(merged) == len(source) and merged["$close"].notna().all()
+    for price in ("open", "high", "low", "close"):
+        np.testing.assert_allclose(merged[f"${price}"], merged[price] * merged["factor"], rtol=2e-7)
+        raw = np.round(merged[f"${price}"].astype("float64") / merged["$factor"].astype("float64"), 2)
+        stocks_only = ~merged["symbol"].isin(["SH000300"])
+        np.testing.assert_array_equal(raw[stocks_only], merged[price][stocks_only])  # raw prices recoverable
+    np.testing.assert_allclose(merged["$volume"], merged["volume"] / merged["factor"], rtol=2e-7)
+    # rows absent from the source (suspensions) read as NaN
+    days_listed = got.groupby("symbol")["$close"].size().sum()
+    assert got["$close"].isna().sum() == days_listed - len(source)
+    assert D.features(["SZ000001"], ["$close/$factor"], "2020-01-02", "2020-01-02").iloc[0, 0] == pytest.approx(16.87)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "bars.csv"
+    path.write_text(text)
+    return path
+
+
+BAD_TABLES = {
+    "duplicate (symbol, date)": GOOD_CSV + "2024-01-03,SZ000001,9.10,9.30,9.00,9.20,310000,2.0\n",
+    "NaN or non-positive prices": GOOD_CSV.replace("9.10,9.30,9.00,9.20", "9.10,9.30,9.00,-9.20"),
+    "high < low": GOOD_CSV.replace("10.20,10.40,10.00,10.10", "10.20,9.90,10.00,10.10"),
+    "close or open outside [low, high]": GOOD_CSV.replace("10.00,10.50,9.90,10.20", "10.00,10.50,9.90,10.60"),
+    "a date not on the calendar": GOOD_CSV.replace("2024-01-03,SZ000001", "2024-01-06,SZ000001"),
+    "missing columns factor": GOOD_CSV.replace(",factor", ",fct"),
+    "a malformed symbol": GOOD_CSV.replace("SZ000001", "000001.SZ"),
+}
+
+
+@pytest.mark.parametrize("problem", sorted(BAD_TABLES))
+def test_bad_tables_are_refused_with_rows_and_nothing_is_written(tmp_path: Path, problem: str) -> None:
+    calendar = tmp_path / "calendar.txt"
+    calendar.write_text("2024-01-02\n2024-01-03\n2024-01-04\n")
+    out = tmp_path / "ds"
+    with pytest.raises(DataValidationError, match=problem.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        import_table(_write(tmp_path, BAD_TABLES[problem]), out, calendar_file=calendar)
+    assert not out.exists() and not list(tmp_path.glob(".ds.*"))
+
+
+def test_error_names_first_rows_and_count(tmp_path: Path) -> None:
+    text = GOOD_CSV.replace("10.20,10.40,10.00,10.10", "10.20,9.90,10.00,10.10").replace(
+        "9.10,9.30,9.00,9.20", "9.10,8.30,9.00,9.20"
+    )
+    with pytest.raises(DataValidationError) as error:
+        import_table(_write(tmp_path, text), tmp_path / "ds")
+    message = str(error.value)
+    assert "2 rows with high < low" in message
+    assert "row 2 (SH600000 2024-01-03" in message and "row 4 (SZ000001 2024-01-03" in message
+
+
+def test_cli_bad_file_is_one_line_and_existing_dataset_untouched(tmp_path: Path) -> None:
+    good = _write(tmp_path, GOOD_CSV)
+    out = tmp_path / "ds"
+    assert run_trade("data", "import", str(good), "--out", str(out)).code == 0
+    before = _tree_digest(out)
+    bad = tmp_path / "bad.csv"
+    bad.write_text(BAD_TABLES["high < low"])
+    run = run_trade("data", "import", str(bad), "--out", str(out))
+    assert run.code == 2 and "Traceback" not in run.err
+    [line] = run.err.strip().splitlines()
+    assert line.startswith("error: ") and "1 rows with high < low" in line
+    assert _tree_digest(out) == before
+    for args, expected in [
+        (["data", "import", str(tmp_path / "nope.parquet"), "--out", str(out)], "no such file"),
+        (["data", "import", str(good), "--out", str(out), "--universe", "csi300"], "is not NAME=FILE"),
+        (["data", "import", str(good), "--out", str(out), "--calendar", str(bad)], "not one YYYY-MM-DD date per line"),
+        (["data", "info", str(tmp_path)], "is not a dataset"),
+    ]:
+        run = run_trade(*args)
+        assert run.code == 2 and expected in run.err and len(run.err.strip().splitlines()) == 1, run.err
+    assert _tree_digest(out) == before
+
+
+def test_failure_while_writing_leaves_the_old_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = import_table(_write(tmp_path, GOOD_CSV), tmp_path / "ds")
+    before = _tree_digest(out)
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(qlib_dir, "_write_features", disk_full)  # fault injection at the disk boundary
+    with pytest.raises(OSError):
+        import_table(_write(tmp_path, GOOD_CSV.replace("10.10,120000", "10.15,120000")), out)
+    assert _tree_digest(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["bars.csv", "ds"]
+
+
+def test_out_folder_with_other_files_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(DatasetError, match="not a trade-agent dataset"):
+        import_table(_write(tmp_path, GOOD_CSV), tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_newer_table_appends_to_existing_dataset(sample_data: Path, real_table: pd.DataFrame, tmp_path: Path) -> None:
+    calendar = pd.read_csv(sample_data / "calendar.txt", header=None)[0]
+    cut = "2025-06-30"
+    old_rows = real_table[real_table["date"] <= cut]
+    (tmp_path / "old_cal.txt").write_text("\n".join(calendar[calendar <= cut]) + "\n")
+    old_rows.to_parquet(tmp_path / "old.parquet")
+    out = import_table(
+        tmp_path / "old.parquet", tmp_path / "Q", calendar_file=tmp_path / "old_cal.txt",
+        universe_files={"csi300": sample_data / "csi300.txt"},
+    )  # fmt: skip
+    assert dataset_info(out).last_date == cut
+    newer = real_table[real_table["date"] > "2025-03-31"]  # overlaps the old range by a quarter
+    newer.to_parquet(tmp_path / "new.parquet")
+    import_table(tmp_path / "new.parquet", out, calendar_file=sample_data / "calendar.txt")
+    info = dataset_info(out)
+    assert (info.symbols, info.first_date, info.last_date, info.trading_days) == (540, "2018-01-02", "2025-12-31", 1942)
+    assert [u.name for u in info.universes] == ["csi300"]  # kept from the first import
+    direct = import_table(sample_data / "daily.parquet", tmp_path / "direct", calendar_file=sample_data / "calendar.txt")
+    for symbol in ("SH600519", "SZ300750", "SH000300", "SH688981"):
+        for field in qlib_dir.FIELDS:
+            a_start, a = read_feature(out, symbol, field)
+            b_start, b = read_feature(direct, symbol, field)
+            assert a_start == b_start
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6, equal_nan=True, err_msg=f"{symbol} {field}")
+    back = read_table_back(out, ["SH600519"])
+    source = real_table[real_table["symbol"] == "SH600519"].reset_index(drop=True)
+    np.testing.assert_array_equal(np.round(back["close"], 2), source["close"])
