@@ -1,0 +1,111 @@
+"""MarketStore reads on the real data, checked against the source table computed independently."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trade_data.errors import DatasetError
+from trade_data.store import MarketStore
+from trade_data.symbols import Board, board_of, limit_pct
+
+
+def test_window_matches_source_rows_and_skips_suspensions(real_store: MarketStore, real_table: pd.DataFrame) -> None:
+    rows = real_table[(real_table["symbol"] == "SH600027") & (real_table["date"] <= "2024-08-02")]
+    traded = rows[rows["volume"] > 0].tail(20)
+    bars = real_store.asof("2024-08-02").window("SH600027", 20, adjusted=False)
+    assert list(bars.dates) == list(traded["date"].to_numpy().astype("datetime64[D]"))
+    np.testing.assert_array_equal(bars.close, traded["close"])
+    np.testing.assert_array_equal(bars.open, traded["open"])
+    np.testing.assert_allclose(bars.volume, traded["volume"], rtol=1e-6)
+    adjusted = real_store.asof("2024-08-02").window("SH600027", 20)
+    np.testing.assert_allclose(adjusted.close, traded["close"] * traded["factor"], rtol=1e-6)
+
+
+def test_window_is_shorter_near_the_start_and_rejects_bad_lengths(real_store: MarketStore) -> None:
+    assert len(real_store.asof("2018-01-04").window("SH600519", 20)) == 3
+    with pytest.raises(DatasetError, match="at least 1"):
+        real_store.asof("2018-01-04").window("SH600519", 0)
+
+
+def test_cross_section_flags_and_raw_prices(real_store: MarketStore) -> None:
+    view = real_store.asof("2020-01-02")
+    section = view.cross_section(["SZ000001", "SH600519"])
+    assert section["close"][0] == 16.87
+    assert not section["suspended"].any()
+    suspended = real_store.asof("2024-07-22").cross_section(["SH600027"])  # volume-less placeholder row
+    assert suspended["suspended"][0] and np.isnan(suspended["close"][0])
+    assert real_store.asof("2024-07-22").is_suspended("SH600027")
+    assert real_store.asof("2024-07-22").last_close("SH600027") == 6.08
+
+
+def test_limit_flags_match_an_independent_row_by_row_check(real_store: MarketStore, real_table: pd.DataFrame) -> None:
+    symbols = ["SZ300750", "SZ300059", "SH688981", "SH600519", "SZ002594", "SH601012", "SZ300014"]
+    for symbol in symbols:
+        rows = real_table[(real_table["symbol"] == symbol) & (real_table["volume"] > 0)]
+        previous_close = previous_factor = None
+        expected_up, expected_down = set(), set()
+        for row in rows.itertuples():
+            if previous_close is not None:
+                reference = round(previous_close * previous_factor / row.factor + 1e-9, 2)
+                pct = limit_pct(symbol, row.date.date())
+                assert pct is not None
+                if row.close >= round(reference * (1 + pct) + 1e-9, 2) - 1e-6:
+                    expected_up.add(row.date.date())
+                if row.close <= round(reference * (1 - pct) + 1e-9, 2) + 1e-6:
+                    expected_down.add(row.date.date())
+            previous_close, previous_factor = row.close, row.factor
+        j = real_store.column[symbol]
+        got_up = {d.date() for d in real_store.calendar[real_store.limit_up[:, j]]}
+        got_down = {d.date() for d in real_store.calendar[real_store.limit_down[:, j]]}
+        assert got_up == expected_up, symbol
+        assert got_down == expected_down, symbol
+    assert real_store.limit_up.sum() > 1000  # limit-up closes are common in A-shares
+
+
+def test_chinext_limit_widens_on_2020_08_24(real_store: MarketStore) -> None:
+    j = [j for j, s in enumerate(real_store.symbols) if board_of(s) is Board.CHINEXT]
+    change = real_store.adjusted["close"][:, j] / real_store.previous_close[:, j] - 1
+    up = real_store.limit_up[:, j]
+    switch = real_store.day_index("2020-08-24")
+    assert np.nanmax(np.where(up[:switch], change[:switch], np.nan)) < 0.105
+    assert np.nanmin(np.where(up[switch:], change[switch:], np.nan)) > 0.19
+
+
+def test_calendar_arithmetic(real_store: MarketStore) -> None:
+    assert real_store.shift("2025-06-20", 59) == dt.date(2025, 9, 11)  # the tutorial's 60-day backtest
+    assert real_store.shift("2024-06-14", 1) == dt.date(2024, 6, 17)
+    assert real_store.shift("2024-06-17", -1) == dt.date(2024, 6, 14)
+    with pytest.raises(DatasetError, match="outside the dataset's calendar"):
+        real_store.shift("2025-12-30", 3)
+    with pytest.raises(DatasetError, match="2024-06-15 is not a trading day") as weekend:
+        real_store.asof("2024-06-15")
+    assert weekend.value.hint == "the trading day before is 2024-06-14"
+    with pytest.raises(DatasetError, match="outside the dataset"):
+        real_store.asof("2017-06-15")
+    with pytest.raises(DatasetError, match="not a date"):
+        real_store.asof("yesterday")
+
+
+def test_universe_members_follow_the_membership_intervals(real_store: MarketStore, sample_data) -> None:  # type: ignore[no-untyped-def]
+    intervals = pd.read_csv(sample_data / "csi300.txt", sep="\t", names=["symbol", "start", "end"])
+    for day in ("2018-01-02", "2020-06-15", "2023-12-11", "2025-12-31"):
+        expected = set(intervals[(intervals["start"] <= day) & (intervals["end"] >= day)]["symbol"])
+        members = set(real_store.asof(day).members("csi300"))
+        assert members == expected & set(real_store.symbols)
+        assert 285 <= len(members) <= 300
+    with pytest.raises(DatasetError, match="unknown universe 'csi800'"):
+        real_store.asof("2020-06-15").members("csi800")
+
+
+def test_symbols_listed_later_are_unknown_before_their_first_bar(real_store: MarketStore) -> None:
+    j = int(np.argmax(real_store.first_day))
+    late, first = real_store.symbols[j], real_store.calendar[real_store.first_day[j]].date()
+    assert late in real_store.asof(first).symbols()
+    before = real_store.asof(real_store.shift(first, -1))
+    assert late not in before.symbols() and late not in before.members("all")
+    with pytest.raises(DatasetError, match=f"unknown symbol '{late}'"):
+        before.window(late, 5)
