@@ -143,7 +143,7 @@ def write_dataset(
     defaults to the table's dates; ``universes`` maps a name to membership intervals.
     """
     out = Path(out)
-    _refuse_foreign_folder(out)
+    refuse_foreign_folder(out)
     cal = pd.DatetimeIndex(calendar if calendar is not None else sorted(table["date"].unique())).as_unit("ns")
     frame = validate_table(table, calendar=cal, source=source)
     if frame.empty:
@@ -161,21 +161,21 @@ def write_dataset(
             _write_instruments(staging / "instruments" / f"{name}.txt", members.sort_values(["symbol", "start"]))
         _write_features(staging, frame, cal, progress)
         (staging / META_FILE).write_text(meta.model_dump_json(indent=2) + "\n")
-        _swap_into_place(staging, out)
+        swap_into_place(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
 
 
-def _refuse_foreign_folder(out: Path) -> None:
+def refuse_foreign_folder(out: Path) -> None:
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not is_dataset(out))):
         raise DatasetError(
             f"{out} exists and is not a trade-agent dataset", hint="choose a new or empty folder for --out"
         )
 
 
-def _swap_into_place(staging: Path, out: Path) -> None:
+def swap_into_place(staging: Path, out: Path) -> None:
     if not out.exists():
         os.replace(staging, out)
         return

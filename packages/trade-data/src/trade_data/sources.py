@@ -103,7 +103,11 @@ def _workdir(keep: Path | None, out: Path) -> Iterator[Path]:
 
 
 def offline_hint(name: str) -> str:
-    return f"fetch it on a machine with internet access, copy it here and run: trade data download --source {name} --from-file FILE --out DIR"
+    """What to do instead on a machine without internet access."""
+    return (
+        "fetch the file on a machine with internet access, copy it here and run "
+        f"`trade data download --source {name} --from-file FILE --out DIR`"
+    )
 
 
 def fetch_url(url: str, dest: Path, source: str) -> Path:
@@ -137,23 +141,31 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _refuse_unsafe_name(artifact: Path, name: str) -> None:
+    path = PurePosixPath(name.replace("\\", "/"))
+    if path.is_absolute() or ".." in path.parts:
+        raise TradeError(f"{artifact}: refusing unsafe member {name!r} (absolute path or '..')")
+
+
 def _extract_zip(artifact: Path, dest: Path) -> None:
     """Unzip after checking every name first, so a zip-slip member writes nothing at all."""
     with zipfile.ZipFile(artifact) as archive:
         for name in archive.namelist():
-            path = PurePosixPath(name.replace("\\", "/"))
-            if path.is_absolute() or ".." in path.parts:
-                raise TradeError(f"{artifact}: refusing unsafe member {name!r} (absolute path or '..')")
+            _refuse_unsafe_name(artifact, name)
         for member in tqdm(archive.infolist(), desc="unzipping", unit="file"):
             archive.extract(member, dest)
 
 
 def _extract_tar(artifact: Path, dest: Path) -> None:
-    """Untar with tarfile's ``data`` filter, checking every member first so a bad one writes nothing."""
+    """Untar with tarfile's ``data`` filter, checking every member first so a bad one writes nothing.
+
+    The filter would quietly strip a leading ``/``; such a member is refused too, like in a zip.
+    """
     with tarfile.open(artifact) as archive:
         members = archive.getmembers()
         try:
             for member in members:
+                _refuse_unsafe_name(artifact, member.name)
                 tarfile.data_filter(member, str(dest))
         except tarfile.FilterError as exc:
             raise TradeError(f"{artifact}: refusing unsafe member ({exc})") from exc
@@ -184,9 +196,9 @@ def _check_provider(root: Path, artifact: Path) -> None:
 
 def install_provider_dir(artifact: Path, out: Path, extract: Callable[[Path, Path], None], meta: DatasetMeta) -> Path:
     """Extract into a staging folder beside ``out``, check it, add ``trade.json`` and swap it into place."""
-    from trade_data.qlib_dir import META_FILE, _refuse_foreign_folder, _swap_into_place
+    from trade_data.qlib_dir import META_FILE, refuse_foreign_folder, swap_into_place
 
-    _refuse_foreign_folder(out)
+    refuse_foreign_folder(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
@@ -194,11 +206,13 @@ def install_provider_dir(artifact: Path, out: Path, extract: Callable[[Path, Pat
         try:
             extract(artifact, staging)
         except (zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
-            raise TradeError(f"{artifact}: not a readable archive ({exc})", hint="a partial download? fetch it again") from exc
+            raise TradeError(
+                f"{artifact}: not a readable archive ({exc})", hint="a partial download? fetch it again"
+            ) from exc
         root = _provider_root(staging, artifact)
         _check_provider(root, artifact)
         (root / META_FILE).write_text(meta.model_dump_json(indent=2) + "\n")
-        _swap_into_place(root, out)
+        swap_into_place(root, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
@@ -303,7 +317,7 @@ class BaostockSource(DataSource):
 
     name: str = "baostock"
     description: str = "CSI300 members + index, raw daily bars and backward factors via the baostock API"
-    origin: str = "baostock API (public-api.baostock.com:10030), needs pip install 'trade-data[baostock]'"
+    origin: str = "the baostock API (public-api.baostock.com:10030); needs pip install 'trade-data[baostock]'"
     options: Mapping[str, str] = field(
         default_factory=lambda: {"start": "first date, default 2015-01-01", "end": "last date, default today"}
     )
@@ -331,6 +345,7 @@ class BaostockSource(DataSource):
         frame = pd.DataFrame(bars, columns=BAOSTOCK_BARS.split(","))
         frame["hs300"] = _member_flags(frame, snapshots)
         merged = frame.merge(pd.DataFrame(events, columns=BAOSTOCK_FACTORS), on=["code", "date"], how="outer")
+        merged["hs300"] = merged["hs300"].astype("Int64")  # stays 0/1 next to the factor-only rows
         path = workdir / f"baostock_csi300_{start}_{end}.csv"
         merged.sort_values(["code", "date"]).to_csv(path, index=False)
         return path

@@ -14,10 +14,12 @@ class _SourcesHelp(click.Command):
         from trade_data.sources import available_sources
 
         with formatter.section("Sources"):
-            formatter.write_dl(
-                [(s.name, f"{s.description}. File: {s.origin}") for s in available_sources().values()]
-            )
-        super().format_epilog(ctx, formatter)
+            for source in available_sources().values():
+                formatter.write_text(f"{source.name}: {source.description}")
+                with formatter.indentation():
+                    formatter.write(f"{'':{formatter.current_indent}}from {source.origin}\n")  # unwrapped: copyable
+                    if source.options:
+                        formatter.write_text("options: " + ", ".join(f"--{k} ({v})" for k, v in source.options.items()))
 
 
 @click.command("download", cls=_SourcesHelp)
@@ -33,6 +35,7 @@ class _SourcesHelp(click.Command):
 @click.option(
     "--keep-download",
     type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
     help="Keep the fetched file in this folder (to copy it to an offline machine) instead of deleting it.",
 )
 def download_command(
@@ -54,7 +57,5 @@ def download_command(
     from trade_data.info import dataset_info
     from trade_data.sources import download
 
-    download(
-        source_name, out, from_file=from_file, options={"start": start, "end": end}, keep_download=keep_download
-    )
+    download(source_name, out, from_file=from_file, options={"start": start, "end": end}, keep_download=keep_download)
     click.echo(dataset_info(out).to_text())
