@@ -58,7 +58,11 @@ def load_in_fresh_process(dataset: Path) -> tuple[float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=Path(os.environ.get("TRADE_SAMPLE_DATA", HERE.parent.parent / "shared/data/cn-csi300")))
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(os.environ.get("TRADE_SAMPLE_DATA", HERE.parent.parent / "shared/data/cn-csi300")),
+    )
     parser.add_argument("--calls", type=int, default=20000, help="calls per MarketStore read")
     parser.add_argument("--qlib-calls", type=int, default=300, help="calls per D.features read")
     parser.add_argument("--write", type=Path, help="also write the markdown table to this file")

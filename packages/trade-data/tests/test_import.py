@@ -11,7 +11,7 @@ import pytest
 
 from trade_core.testing import run_trade
 from trade_data import qlib_dir
-from trade_data.errors import DataValidationError, DatasetError
+from trade_data.errors import DatasetError, DataValidationError
 from trade_data.importer import import_table
 from trade_data.info import dataset_info
 from trade_data.qlib_dir import read_feature, read_meta, read_table_back
@@ -180,7 +180,9 @@ def test_newer_table_appends_to_existing_dataset(sample_data: Path, real_table: 
     info = dataset_info(out)
     assert (info.symbols, info.first_date, info.last_date, info.trading_days) == (540, "2018-01-02", "2025-12-31", 1942)
     assert [u.name for u in info.universes] == ["csi300"]  # kept from the first import
-    direct = import_table(sample_data / "daily.parquet", tmp_path / "direct", calendar_file=sample_data / "calendar.txt")
+    direct = import_table(
+        sample_data / "daily.parquet", tmp_path / "direct", calendar_file=sample_data / "calendar.txt"
+    )
     for symbol in ("SH600519", "SZ300750", "SH000300", "SH688981"):
         for field in qlib_dir.FIELDS:
             a_start, a = read_feature(out, symbol, field)

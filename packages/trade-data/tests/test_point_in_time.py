@@ -40,7 +40,9 @@ def _perturb_future(table: pd.DataFrame, members: pd.DataFrame, t0: pd.Timestamp
     members = members[members["start"] <= t0]
     open_ended = members["end"] > t0
     members.loc[open_ended, "end"] = t0 + pd.Timedelta(days=int(rng.integers(1, 400)))
-    joined = pd.DataFrame({"symbol": ["SH605999"], "start": [t0 + pd.Timedelta(days=1)], "end": [pd.Timestamp("2025-12-31")]})
+    joined = pd.DataFrame(
+        {"symbol": ["SH605999"], "start": [t0 + pd.Timedelta(days=1)], "end": [pd.Timestamp("2025-12-31")]}
+    )
     return table, pd.concat([members, joined], ignore_index=True)
 
 
@@ -110,4 +112,6 @@ def test_deleting_the_future_leaves_every_read_unchanged(
         calendar=calendar[calendar <= t0], universes={"csi300": members},
     )  # fmt: skip
     cut = MarketStore.load(out)
-    np.testing.assert_equal(snapshot(cut.asof(t0), np.random.default_rng(1)), snapshot(real_store.asof(t0), np.random.default_rng(1)))
+    np.testing.assert_equal(
+        snapshot(cut.asof(t0), np.random.default_rng(1)), snapshot(real_store.asof(t0), np.random.default_rng(1))
+    )

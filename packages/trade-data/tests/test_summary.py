@@ -18,7 +18,9 @@ def _adjusted_close(table: pd.DataFrame, symbol: str, until: str) -> pd.Series:
 
 
 @pytest.mark.parametrize("day", ["2019-05-06", "2024-06-14", "2025-09-11"])
-def test_summary_matches_hand_calculation(real_store: MarketStore, real_table: pd.DataFrame, sample_data, day: str) -> None:  # type: ignore[no-untyped-def]
+def test_summary_matches_hand_calculation(
+    real_store: MarketStore, real_table: pd.DataFrame, sample_data, day: str
+) -> None:  # type: ignore[no-untyped-def]
     summary = market_summary(real_store.asof(day))
     close = _adjusted_close(real_table, "SH000001", day)
     assert summary.return_5d == pytest.approx(close.iloc[-1] / close.iloc[-6] - 1, rel=1e-5)

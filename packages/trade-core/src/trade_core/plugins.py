@@ -115,7 +115,9 @@ def load_entry_points(manager: TradePluginManager, entry_points: Iterable[md.Ent
     for ep in sorted(entry_points, key=lambda e: e.name):
         if ep.name in manager.origins:
             continue
-        if ep.name not in ESSENTIAL_PLUGINS and (ep.name in blocked or (allowed is not None and ep.name not in allowed)):
+        if ep.name not in ESSENTIAL_PLUGINS and (
+            ep.name in blocked or (allowed is not None and ep.name not in allowed)
+        ):
             continue
         dist, version = _distribution(ep)
         try:

@@ -116,7 +116,9 @@ def _encode(symbol_rows: pd.DataFrame, calendar: pd.DatetimeIndex) -> tuple[int,
 
 def _write_features(root: Path, table: pd.DataFrame, calendar: pd.DatetimeIndex, progress: bool) -> None:
     groups = table.groupby("symbol", sort=True)
-    for symbol, rows in tqdm(groups, total=groups.ngroups, desc="writing features", unit="symbol", disable=not progress):
+    for symbol, rows in tqdm(
+        groups, total=groups.ngroups, desc="writing features", unit="symbol", disable=not progress
+    ):
         folder = root / "features" / str(symbol).lower()
         folder.mkdir(parents=True)
         start, dense = _encode(rows, calendar)

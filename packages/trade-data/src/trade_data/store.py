@@ -163,7 +163,6 @@ class MarketStore:
         return self._membership[universe]
 
 
-
 class PointInTimeView:
     """Reads as of the close of trading day T0; every array it touches ends at T0."""
 

@@ -113,7 +113,11 @@ def market_summary(view: PointInTimeView, *, index: str = "SH000001", universe: 
         percentile = float((rolling <= vol).mean()) if rolling.size >= VOL_WINDOW else math.nan
     volumes = view.series(index, "volume") if index in view.symbols() else np.array([])
     volumes = volumes[~np.isnan(volumes)]
-    ratio = float(volumes[-5:].mean() / volumes[-20:].mean()) if volumes.size >= 20 and volumes[-20:].mean() > 0 else math.nan
+    ratio = (
+        float(volumes[-5:].mean() / volumes[-20:].mean())
+        if volumes.size >= 20 and volumes[-20:].mean() > 0
+        else math.nan
+    )
     advancers, traded = view.advancers(universe)
     return MarketSummary(
         date=f"{view.date:%Y-%m-%d}",

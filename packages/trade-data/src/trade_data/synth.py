@@ -12,7 +12,7 @@ variance recursion and the limit clipping against the previous close) loop, once
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ import structlog
 
 from trade_core.errors import TradeError
 from trade_data.errors import DatasetError
-from trade_data.qlib_dir import DatasetMeta, is_dataset, read_meta, write_dataset
+from trade_data.qlib_dir import DatasetMeta, is_dataset, read_meta, refuse_foreign_folder, write_dataset
 from trade_data.symbols import Board, board_of, limit_pct
 
 log = structlog.get_logger("trade.data.synth")
@@ -29,6 +29,8 @@ log = structlog.get_logger("trade.data.synth")
 MIN_SYMBOLS, MAX_SYMBOLS = 10, 5000
 """Below 10 the universes and indices are degenerate; above 5000 the codes leave their boards' ranges."""
 MIN_TRADING_DAYS = 20
+MAX_CELLS = 10_000_000
+"""Most trading days x symbols simulated at once: each days x symbols matrix is 80 MB at this size."""
 BOARD_MIX = (("SH", 600000, 0.45), ("SZ", 1, 0.30), ("SZ", 300001, 0.15), ("SH", 688001, 0.10))
 """(exchange, first code, share of stocks): SH60/SZ00 main board, SZ300 ChiNext, SH688 STAR."""
 INDEX_BASES = {"SH000001": 3300.0, "SH000300": 4000.0, "SH000905": 6000.0}
@@ -56,7 +58,10 @@ class MarketModel:
     garch_alpha: float = 0.08
     garch_beta: float = 0.90
     t_df: float = 5.0
-    market_drift: float = 0.0002
+    market_drift: float = 0.0001
+    """Daily log drift of the market factor (about 2.5% a year)."""
+    reversion_half_life_days: float = 500.0
+    """Half-life of a stock's sector and own price deviations: keeps prices in a realistic band for years."""
     jump_prob: float = 0.002
     """Per stock-day chance of a news jump, which is what drives most limit-up/limit-down closes."""
     jump_size: tuple[float, float] = (0.04, 0.12)
@@ -77,7 +82,6 @@ class MarketModel:
     initial_price: tuple[float, float] = (12.0, 0.7)
     initial_float_cap: tuple[float, float] = (8e9, 1.0)
     """(median CNY, log-sd) of the lognormal starting prices and float caps."""
-    index_bases: dict[str, float] = field(default_factory=lambda: dict(INDEX_BASES))
 
 
 MODEL = MarketModel()
@@ -107,7 +111,7 @@ def generate_market(
         raise TradeError(f"end {last} is before start {first}", hint="pass an --end after --start")
     if not MIN_SYMBOLS <= symbols <= MAX_SYMBOLS:
         raise TradeError(
-            f"--symbols {symbols} is out of range", hint=f"use {MIN_SYMBOLS}..{MAX_SYMBOLS} stocks (default 300)"
+            f"--symbols {symbols} is out of range", hint=f"use {MIN_SYMBOLS} to {MAX_SYMBOLS}; the default is 300"
         )
     if seed < 0:
         raise TradeError(f"--seed {seed} is negative", hint="use a seed >= 0")
@@ -117,6 +121,11 @@ def generate_market(
             f"{first}..{last} has only {len(calendar)} trading days",
             hint=f"choose dates at least {MIN_TRADING_DAYS} trading days apart",
         )
+    if len(calendar) * symbols > MAX_CELLS:
+        raise TradeError(
+            f"{symbols} symbols x {len(calendar)} trading days is too large to simulate",
+            hint=f"keep symbols x trading days under {MAX_CELLS:,}: fewer --symbols or a shorter range",
+        )
     rng = np.random.default_rng(seed)
     codes = stock_codes(symbols)
     stocks = _simulate_stocks(rng, codes, calendar)
@@ -124,11 +133,10 @@ def generate_market(
     periods = _rebalance_days(calendar)
     member300, member500 = _rank_members(stocks, periods, csi300, csi500)
     period_of_day = np.searchsorted(periods, np.arange(len(calendar)), side="right") - 1
-    listed_before = np.vstack([np.zeros((1, len(codes)), bool), stocks.listed[:-1]])
     indices = {
-        "SH000001": _index_bars(stocks, listed_before, MODEL.index_bases["SH000001"]),
-        "SH000300": _index_bars(stocks, member300[period_of_day], MODEL.index_bases["SH000300"]),
-        "SH000905": _index_bars(stocks, member500[period_of_day], MODEL.index_bases["SH000905"]),
+        "SH000001": _index_bars(stocks, stocks.listed, INDEX_BASES["SH000001"]),
+        "SH000300": _index_bars(stocks, member300[period_of_day], INDEX_BASES["SH000300"]),
+        "SH000905": _index_bars(stocks, member500[period_of_day], INDEX_BASES["SH000905"]),
     }
     parameters: dict[str, object] = {
         "symbols": symbols,
@@ -139,6 +147,7 @@ def generate_market(
         "csi500_size": csi500,
         "board_mix": [list(board) for board in BOARD_MIX],
         "holidays": list(HOLIDAYS),
+        "index_bases": INDEX_BASES,
         **asdict(MODEL),
     }
     return SyntheticMarket(
@@ -194,7 +203,11 @@ def stock_codes(count: int) -> np.ndarray:
     """``count`` unique codes split ~45/30/15/10% over SH main, SZ main, ChiNext and STAR, sorted."""
     sizes = [round(count * share) for _, _, share in BOARD_MIX[1:]]
     sizes.insert(0, count - sum(sizes))
-    codes = [f"{market}{first + i:06d}" for (market, first, _), size in zip(BOARD_MIX, sizes) for i in range(size)]
+    codes = [
+        f"{market}{first + i:06d}"
+        for (market, first, _), size in zip(BOARD_MIX, sizes, strict=True)
+        for i in range(size)
+    ]
     return np.array(sorted(codes))
 
 
@@ -206,18 +219,13 @@ def _parse_day(value: str | dt.date, what: str) -> dt.date:
     try:
         return dt.date.fromisoformat(str(value))
     except ValueError:
-        raise TradeError(f"{what} date {value!r} is not YYYY-MM-DD", hint="e.g. --start 2018-01-01") from None
+        raise TradeError(f"{what} date {value!r} is not YYYY-MM-DD", hint="e.g. 2018-01-01") from None
 
 
 def _check_out(out: Path) -> None:
-    if not out.exists():
-        return
-    if is_dataset(out):
-        if not read_meta(out).synthetic:
-            raise DatasetError(f"{out} holds real market data", hint="write the synthetic market to another folder")
-        return
-    if not out.is_dir() or any(out.iterdir()):
-        raise DatasetError(f"{out} exists and is not a trade-agent dataset", hint="choose a new or empty folder")
+    refuse_foreign_folder(out)
+    if is_dataset(out) and not read_meta(out).synthetic:
+        raise DatasetError(f"{out} holds real market data", hint="write the synthetic market to another folder")
 
 
 @dataclass
@@ -248,7 +256,6 @@ def _simulate_stocks(rng: np.random.Generator, codes: np.ndarray, calendar: pd.D
     beta, gamma = rng.uniform(0.7, 1.3, count), rng.uniform(0.7, 1.3, count)
     growth = np.isin(boards, [Board.CHINEXT, Board.STAR])
     idio_vol = m.idio_vol * rng.lognormal(0.0, 0.2, count) * np.where(growth, m.growth_board_vol, 1.0)
-    drift = m.market_drift + rng.normal(0.0, 0.0002, count)
     total_vol = np.sqrt((beta * m.market_vol) ** 2 + (gamma * m.sector_vol) ** 2 + idio_vol**2)
 
     vols = np.concatenate([[m.market_vol], np.full(m.sectors, m.sector_vol), idio_vol])
@@ -256,8 +263,6 @@ def _simulate_stocks(rng: np.random.Generator, codes: np.ndarray, calendar: pd.D
     eps, sigma = _garch(shocks, vols, m.garch_alpha, m.garch_beta)
     jumps = (rng.random((days, count)) < m.jump_prob) * rng.choice([-1.0, 1.0], (days, count))
     jumps *= rng.uniform(*m.jump_size, (days, count))
-    log_ret = drift + beta * eps[:, :1] + gamma * eps[:, 1 : 1 + m.sectors][:, sector] + eps[:, 1 + m.sectors :]
-    log_ret += jumps
 
     listing = np.zeros(count, dtype=int)
     ipos = rng.choice(count, max(1, round(m.ipo_fraction * count)), replace=False)
@@ -269,21 +274,23 @@ def _simulate_stocks(rng: np.random.Generator, codes: np.ndarray, calendar: pd.D
     price0 = np.clip(np.round(rng.lognormal(np.log(m.initial_price[0]), m.initial_price[1], count), 2), 2.0, 300.0)
     float_cap = rng.lognormal(np.log(m.initial_float_cap[0]), m.initial_float_cap[1], count)
     shares = np.round(float_cap / price0, -4) * np.cumprod(1.0 + bonus, axis=0)
-    cumulative = np.cumsum(log_ret, axis=0)
-    latent = np.log(price0) + cumulative - cumulative[listing, np.arange(count)]
+    market = np.cumsum(m.market_drift + beta * eps[:, :1], axis=0)
+    own = np.where(listed, gamma * eps[:, 1 : 1 + m.sectors][:, sector] + eps[:, 1 + m.sectors :] + jumps, 0.0)
+    deviation = _mean_revert(own, np.log(2.0) / m.reversion_half_life_days)
+    latent = np.log(price0) + market - market[listing, np.arange(count)] + deviation
     bars = _price_path(rng, latent, traded, total_vol, (ex, dividend_yield, bonus), _limits(codes, calendar))
-    opens, highs, lows, closes, factor, cash = (np.where(traded, bar, np.nan) for bar in bars)
+    opens, highs, lows, closes = (np.where(traded, bar, np.nan) for bar in bars[:4])
+    factor, cash = bars[4:]
 
     adjusted = closes * factor
     returns = adjusted / _shift(_ffill(adjusted)) - 1.0
-    activity = np.minimum(np.abs(np.nan_to_num(returns, nan=0.1)) / total_vol, 6.0)
+    debut = (np.arange(days)[:, None] == listing) & (listing > 0)
+    activity = np.where(debut, 6.0, np.minimum(np.abs(np.nan_to_num(returns)) / total_vol, 6.0))
     regime = np.sqrt(sigma[:, :1] / m.market_vol)
     turnover = m.turnover * rng.lognormal(0.0, 0.5, count)
     volume = shares * turnover * regime * np.exp(0.35 * activity + rng.normal(0.0, 0.3, (days, count)) - 0.3)
     volume = np.where(traded, np.maximum(np.round(volume, -2), 100.0), 0.0)
-    return _Stocks(
-        codes, sector, listed, traded, opens, highs, lows, closes, volume, factor, cash, shares, listing
-    )
+    return _Stocks(codes, sector, listed, traded, opens, highs, lows, closes, volume, factor, cash, shares, listing)
 
 
 def _garch(shocks: np.ndarray, vols: np.ndarray, alpha: float, beta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -296,6 +303,16 @@ def _garch(shocks: np.ndarray, vols: np.ndarray, alpha: float, beta: float) -> t
         eps[t] = sigma[t] * shocks[t]
         variance = omega + alpha * eps[t] ** 2 + beta * variance
     return eps, sigma
+
+
+def _mean_revert(moves: np.ndarray, rate: float) -> np.ndarray:
+    """Running sum of daily log moves that decays by ``rate`` a day: an AR(1) log-price deviation."""
+    level = np.zeros(moves.shape[1])
+    deviation = np.empty_like(moves)
+    for t in range(len(moves)):
+        level = (1.0 - rate) * level + moves[t]
+        deviation[t] = level
+    return deviation
 
 
 def _suspensions(rng: np.random.Generator, listing: np.ndarray, days: int) -> np.ndarray:
@@ -397,3 +414,120 @@ def _price_path(
         lows[t] = np.maximum(np.round(np.minimum(opening, close) * np.exp(-low_reach[t]), 2), down)
         previous = np.where(traded[t], close, previous)
     return opens, highs, lows, closes, factor, cash
+
+
+def _ffill(values: np.ndarray) -> np.ndarray:
+    """Carry each column's last non-NaN value forward over NaN (untraded) days."""
+    rows = np.where(np.isnan(values), 0, np.arange(len(values))[:, None])
+    np.maximum.accumulate(rows, axis=0, out=rows)
+    return values[rows, np.arange(values.shape[1])]
+
+
+def _shift(values: np.ndarray) -> np.ndarray:
+    """The previous day's row (NaN on the first day)."""
+    return np.vstack([np.full((1, values.shape[1]), np.nan), values[:-1]])
+
+
+def _rebalance_days(calendar: pd.DatetimeIndex) -> np.ndarray:
+    """Day 0 and the first trading day after the second Friday of each June and December (CSI's reviews)."""
+    days = {0}
+    for year in range(calendar[0].year, calendar[-1].year + 1):
+        for month in (6, 12):
+            first = dt.date(year, month, 1)
+            second_friday = first + dt.timedelta(days=(4 - first.weekday()) % 7 + 7)
+            day = int(calendar.searchsorted(pd.Timestamp(second_friday), side="right"))
+            if 0 < day < len(calendar):
+                days.add(day)
+    return np.array(sorted(days))
+
+
+def _rank_members(stocks: _Stocks, periods: np.ndarray, top: int, following: int) -> tuple[np.ndarray, np.ndarray]:
+    """Periods x stocks membership of the ``top`` and the ``following`` stocks by float cap.
+
+    Like CSI's rules, stocks rank by their mean float cap over a trailing window, and an IPO is
+    eligible only after a seasoning period.
+    """
+    m = MODEL
+    cap = _ffill(stocks.close) * stocks.shares
+    big = np.zeros((periods.size, cap.shape[1]), dtype=bool)
+    small = np.zeros_like(big)
+    for period, day in enumerate(periods):
+        window = cap[max(0, day - m.rank_window_days) : max(day, 1)]
+        seen = ~np.isnan(window)
+        mean = np.where(seen, window, 0.0).sum(axis=0) / np.maximum(seen.sum(axis=0), 1)
+        eligible = seen.any(axis=0) & ((stocks.listing == 0) | (stocks.listing <= day - m.min_listed_days))
+        order = np.argsort(-np.where(eligible, mean, -np.inf), kind="stable")
+        big[period, order[:top]] = True
+        small[period, order[top : top + following]] = True
+    return big, small
+
+
+def _intervals(member: np.ndarray, periods: np.ndarray, calendar: pd.DatetimeIndex, codes: np.ndarray) -> pd.DataFrame:
+    """Periods x stocks membership -> ``symbol,start,end`` rows, one per uninterrupted run."""
+    padding = np.zeros((1, member.shape[1]), dtype=np.int8)
+    change = np.diff(np.vstack([padding, member.astype(np.int8), padding]), axis=0).T
+    joined_symbol, joined_period = np.nonzero(change == 1)
+    _, left_period = np.nonzero(change == -1)
+    bounds = np.append(periods, len(calendar))
+    return pd.DataFrame(
+        {
+            "symbol": codes[joined_symbol],
+            "start": calendar[bounds[joined_period]],
+            "end": calendar[bounds[left_period] - 1],
+        }
+    )
+
+
+def _index_bars(stocks: _Stocks, member: np.ndarray, base: float) -> dict[str, np.ndarray]:
+    """A float-cap-weighted price index over ``member`` (days x stocks) starting at ``base``.
+
+    Each day's move is the average of the members' moves from their previous close weighted by
+    their float cap at that close; cash dividends lower the index, bonus shares do not (the
+    divisor absorbs them). Suspended members count as unchanged. Volume sums the members'.
+    """
+    previous = _shift(_ffill(stocks.close * stocks.factor))
+    scale = stocks.factor * (1.0 - stocks.cash) / previous
+    weight = np.where(member, np.nan_to_num(_shift(_ffill(stocks.close) * stocks.shares)), 0.0)
+    counted = stocks.traded & (weight > 0)
+    total = np.maximum(weight.sum(axis=1), 1.0)
+
+    def move(prices: np.ndarray) -> np.ndarray:
+        ratio = np.where(counted, prices * scale, 1.0)
+        moved = (weight * ratio).sum(axis=1) / total
+        moved[0] = 1.0
+        return moved
+
+    close = base * np.cumprod(move(stocks.close))
+    before = np.concatenate([[base], close[:-1]])
+    opening, high, low = before * move(stocks.open), before * move(stocks.high), before * move(stocks.low)
+    close, opening, high, low = (np.round(values, 2) for values in (close, opening, high, low))
+    return {
+        "open": opening,
+        "high": np.maximum.reduce([high, opening, close]),
+        "low": np.minimum.reduce([low, opening, close]),
+        "close": close,
+        "volume": np.where(member, stocks.volume, 0.0).sum(axis=1),
+    }
+
+
+def _long_table(stocks: _Stocks, indices: dict[str, dict[str, np.ndarray]], calendar: pd.DatetimeIndex) -> pd.DataFrame:
+    """Indices and traded stock-days as one long raw table, sorted by symbol and date."""
+    mask = stocks.traded.T
+    symbol, day = np.nonzero(mask)
+    bars = pd.DataFrame(
+        {
+            "date": calendar[day],
+            "symbol": stocks.codes[symbol],
+            "open": stocks.open.T[mask],
+            "high": stocks.high.T[mask],
+            "low": stocks.low.T[mask],
+            "close": stocks.close.T[mask],
+            "volume": stocks.volume.T[mask],
+            "factor": stocks.factor.T[mask],
+        }
+    )
+    index_bars = [
+        pd.DataFrame({"date": calendar, "symbol": code, **values, "factor": 1.0})
+        for code, values in sorted(indices.items())
+    ]
+    return pd.concat([*index_bars, bars], ignore_index=True)
