@@ -59,3 +59,13 @@ def test_summary_on_the_first_day_says_history_is_short(real_store: MarketStore)
     assert math.isnan(summary.return_5d) and math.isnan(summary.volatility_20d)
     assert "历史不足20日" in summary.to_text()
     assert np.isnan(summary.breadth)
+
+
+def test_summary_of_a_synthetic_market_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from trade_data.synth import write_synthetic_market
+
+    store = MarketStore.load(write_synthetic_market(tmp_path / "synth", symbols=40, start="2021-01-01", end="2022-06-30"))
+    summary = market_summary(store.asof(store.calendar[-1]))
+    assert summary.synthetic and summary.universe == "csi300"
+    assert summary.to_text().startswith("【合成数据】市场状态")
+    assert summary.traded > 0 and not math.isnan(summary.volatility_percentile)
