@@ -64,7 +64,9 @@ def test_summary_on_the_first_day_says_history_is_short(real_store: MarketStore)
 def test_summary_of_a_synthetic_market_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from trade_data.synth import write_synthetic_market
 
-    store = MarketStore.load(write_synthetic_market(tmp_path / "synth", symbols=40, start="2021-01-01", end="2022-06-30"))
+    store = MarketStore.load(
+        write_synthetic_market(tmp_path / "synth", symbols=40, start="2021-01-01", end="2022-06-30")
+    )
     summary = market_summary(store.asof(store.calendar[-1]))
     assert summary.synthetic and summary.universe == "csi300"
     assert summary.to_text().startswith("【合成数据】市场状态")

@@ -22,7 +22,7 @@ class _SourcesHelp(click.Command):
                         formatter.write_text("options: " + ", ".join(f"--{k} ({v})" for k, v in source.options.items()))
 
 
-@click.command("download", cls=_SourcesHelp)
+@click.command("download", cls=_SourcesHelp, short_help="Download real data (Qlib cn, community tarball, baostock).")
 @click.option("--source", "source_name", required=True, metavar="NAME", help="Data source (listed below).")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Dataset folder to create or replace.")
 @click.option(

@@ -19,7 +19,7 @@ def _parse_universes(values: tuple[str, ...]) -> dict[str, Path]:
     return universes
 
 
-@click.command("import")
+@click.command("import", short_help="Import a daily-bar table (parquet or CSV) as a Qlib dataset.")
 @click.argument("source", type=click.Path(path_type=Path))
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Dataset folder to create or update.")
 @click.option("--calendar", "calendar_file", type=click.Path(path_type=Path), help="Trading days, one per line.")

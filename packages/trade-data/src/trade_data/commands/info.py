@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 
-@click.command("info")
+@click.command("info", short_help="Show what a dataset holds and whether it is synthetic.")
 @click.argument("dataset", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def info_command(dataset: Path, as_json: bool) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 
-@click.command("synth")
+@click.command("synth", short_help="Write a seeded synthetic A-share market (marked synthetic).")
 @click.option(
     "--out",
     required=True,
