@@ -17,33 +17,9 @@ import pytest
 from trade_data.qlib_dir import DatasetMeta, read_calendar_file, read_instruments_file, write_dataset
 from trade_data.store import MarketStore, PointInTimeView
 from trade_data.summary import market_summary
+from trade_data.testing import perturb_future
 
 INDICES = ["SH000001", "SH000300", "SH000905"]
-
-
-def _perturb_future(table: pd.DataFrame, members: pd.DataFrame, t0: pd.Timestamp, seed: int):  # type: ignore[no-untyped-def]
-    rng = np.random.default_rng(seed)
-    table = table.copy()
-    future = table["date"] > t0
-    n = int(future.sum())
-    scale = rng.uniform(0.5, 1.6, n)
-    for price in ("open", "high", "low", "close"):
-        table.loc[future, price] = np.round(table.loc[future, price] * scale, 2) + 0.01
-    table.loc[future, "volume"] = np.round(table.loc[future, "volume"].fillna(0) * rng.uniform(0, 3, n))
-    table.loc[future, "factor"] = table.loc[future, "factor"] * rng.uniform(1.0, 2.0, n)
-    dropped = table.index[future][rng.random(n) < 0.1]
-    table = table.drop(dropped)
-    later = table[table["date"] > t0].drop_duplicates("date")[["date"]].head(30)
-    newcomer = later.assign(symbol="SH605999", open=10.0, high=11.0, low=9.0, close=10.5, volume=1e6, factor=1.0)
-    table = pd.concat([table, newcomer], ignore_index=True)
-    members = members.copy()
-    members = members[members["start"] <= t0]
-    open_ended = members["end"] > t0
-    members.loc[open_ended, "end"] = t0 + pd.Timedelta(days=int(rng.integers(1, 400)))
-    joined = pd.DataFrame(
-        {"symbol": ["SH605999"], "start": [t0 + pd.Timedelta(days=1)], "end": [pd.Timestamp("2025-12-31")]}
-    )
-    return table, pd.concat([members, joined], ignore_index=True)
 
 
 def snapshot(view: PointInTimeView, rng: np.random.Generator) -> dict[str, object]:
@@ -84,7 +60,7 @@ def test_future_changes_leave_every_read_at_t0_unchanged(
 ) -> None:  # type: ignore[no-untyped-def]
     t0 = pd.Timestamp(random_days[k])
     members = read_instruments_file(sample_data / "csi300.txt")
-    table, new_members = _perturb_future(real_table, members, t0, seed=k)
+    table, new_members = perturb_future(real_table, members, t0, seed=k)
     out = write_dataset(
         table, tmp_path / "perturbed", meta=DatasetMeta(source="perturbed"),
         calendar=read_calendar_file(sample_data / "calendar.txt"), universes={"csi300": new_members},

@@ -48,7 +48,7 @@ class LoadFailure:
         return f"plugin '{self.name}' from {self.dist} failed to load: {self.cause}"
 
 
-@dataclass
+@dataclass(eq=False)  # identity-hashed, so per-manager caches can key on it
 class TradePluginManager:
     """pluggy's manager plus what trade-agent records about each plugin."""
 

@@ -212,6 +212,17 @@ class PointInTimeView:
             adjusted=adjusted,
         )
 
+    def last_traded_index(self, symbol: str) -> int | None:
+        """Calendar index of the symbol's last traded day up to T0 (None if it never traded)."""
+        rows = self._store._traded_rows[self._column(symbol)]
+        end = int(np.searchsorted(rows, self.index, side="right"))
+        return int(rows[end - 1]) if end else None
+
+    def factor(self, symbol: str) -> float:
+        """The adjustment factor of the symbol's last traded day up to T0 (raw = adjusted / factor)."""
+        row = self.last_traded_index(symbol)
+        return float("nan") if row is None else float(self._store.factor[row, self._column(symbol)])
+
     def cross_section(self, symbols: list[str], *, adjusted: bool = False) -> dict[str, np.ndarray]:
         """T0's bar for each symbol (NaN where it did not trade) plus its trading flags."""
         columns = np.array([self._column(s) for s in symbols], dtype=int)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 
@@ -62,3 +64,35 @@ def real_table(sample_data: Path):  # type: ignore[no-untyped-def]
     from trade_data.table import read_table, validate_table
 
     return validate_table(read_table(sample_data / "daily.parquet"))
+
+
+def perturb_future(
+    table: pd.DataFrame, members: pd.DataFrame, t0: pd.Timestamp, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rewrite everything after ``t0``: prices, volumes and factors scaled at random, 10% of bars
+    deleted, a new symbol SH605999 listed, and future universe membership changed.
+
+    Point-in-time tests build a dataset from the result and check reads at ``t0`` do not change.
+    """
+    rng = np.random.default_rng(seed)
+    table = table.copy()
+    future = table["date"] > t0
+    n = int(future.sum())
+    scale = rng.uniform(0.5, 1.6, n)
+    for price in ("open", "high", "low", "close"):
+        table.loc[future, price] = np.round(table.loc[future, price] * scale, 2) + 0.01
+    table.loc[future, "volume"] = np.round(table.loc[future, "volume"].fillna(0) * rng.uniform(0, 3, n))
+    table.loc[future, "factor"] = table.loc[future, "factor"] * rng.uniform(1.0, 2.0, n)
+    dropped = table.index[future][rng.random(n) < 0.1]
+    table = table.drop(dropped)
+    later = table[table["date"] > t0].drop_duplicates("date")[["date"]].head(30)
+    newcomer = later.assign(symbol="SH605999", open=10.0, high=11.0, low=9.0, close=10.5, volume=1e6, factor=1.0)
+    table = pd.concat([table, newcomer], ignore_index=True)
+    members = members.copy()
+    members = members[members["start"] <= t0]
+    open_ended = members["end"] > t0
+    members.loc[open_ended, "end"] = t0 + pd.Timedelta(days=int(rng.integers(1, 400)))
+    joined = pd.DataFrame(
+        {"symbol": ["SH605999"], "start": [t0 + pd.Timedelta(days=1)], "end": [pd.Timestamp("2025-12-31")]}
+    )
+    return table, pd.concat([members, joined], ignore_index=True)

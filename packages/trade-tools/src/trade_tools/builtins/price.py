@@ -1,0 +1,91 @@
+"""``get_price_data``: a symbol's recent bars and indicator values, as of T0."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import Field
+
+from trade_tools import text
+from trade_tools.episode import Episode
+from trade_tools.indicators import DESCRIPTIONS, INDICATORS, PRICE_LEVEL, indicator_table
+from trade_tools.tool import Arguments, Tool, ToolError
+
+DEFAULT_INDICATORS = ["MA5", "MA20", "MACD_DIF", "RSI_14", "VOL_20"]
+
+
+class PriceArgs(Arguments):
+    symbol: str = Field(description="股票代码，如 SH600519（须在股票池或持仓中）")
+    period: str = Field("20d", description='回看交易日数，如 "20d"（1-250）')
+    indicators: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_INDICATORS),
+        description=f"技术指标名列表，可选：{', '.join(INDICATORS)}",
+    )
+
+
+class GetPriceData(Tool):
+    name = "get_price_data"
+    description = (
+        "查询一只股票截至T0收盘的行情：最新K线、区间高低点、近5日走势和技术指标最新值。"
+        "价格为以T0为基准的前复权价（最新价即T0实际收盘价）。"
+    )
+    arguments = PriceArgs
+    budget = 1500
+
+    def run(self, episode: Episode, args: PriceArgs) -> str:
+        symbol = episode.check_symbol(args.symbol)
+        days = text.parse_period(args.period)
+        names = [n.strip().upper() for n in args.indicators]
+        unknown = [n for n in names if n not in INDICATORS]
+        if unknown:
+            raise ToolError(f"未知指标 {', '.join(unknown)}；可用：{', '.join(INDICATORS)}")
+        view = episode.view
+        bars = view.window(symbol, days)
+        if len(bars) == 0:
+            raise ToolError(f"{symbol} 截至{view.date}没有行情")
+        scale = 1 / view.factor(symbol)  # adjusted -> T0 raw scale (forward-adjusted to T0)
+        close, high, low = bars.close * scale, bars.high * scale, bars.low * scale
+        status = []
+        if view.is_suspended(symbol):
+            status.append(f"今日停牌（最后交易日{text.day(bars.dates[-1])}）")
+        elif view.at_limit_up(symbol):
+            status.append("今日收盘涨停")
+        elif view.at_limit_down(symbol):
+            status.append("今日收盘跌停")
+        change = close[-1] / close[-2] - 1 if len(bars) > 1 else math.nan
+        hi, lo = int(np.argmax(high)), int(np.argmin(low))
+        lines = [
+            f"## {symbol} 近{len(bars)}个交易日行情（前复权至{view.date}）"
+            + (f" [{'；'.join(status)}]" if status else ""),
+            f"最新：{text.day(bars.dates[-1])} 开{text.price(bars.open[-1] * scale)} 高{text.price(high[-1])} "
+            f"低{text.price(low[-1])} 收{text.price(close[-1])} 量{text.lots(bars.volume[-1])} 涨跌{text.pct(change)}",
+            f"区间：最高{text.price(high[hi])}({text.day(bars.dates[hi])}) "
+            f"最低{text.price(low[lo])}({text.day(bars.dates[lo])}) "
+            f"区间涨跌{text.pct(close[-1] / close[0] - 1)}",
+            "近5日："
+            + " | ".join(
+                f"{text.day(d)[5:]} 收{text.price(c)} {text.mark(c / p - 1)}"
+                for d, c, p in zip(bars.dates[-5:], close[-5:], np.concatenate([[np.nan], close])[-6:-1], strict=True)
+            ),
+        ]
+        if names:
+            values = indicator_table(episode.store).latest(view, symbol, names)
+            lines.append("技术指标（最新值）：")
+            for name in names:
+                value = values[name] * scale if name in PRICE_LEVEL else values[name]
+                shown = _format(name, value)
+                lines.append(f"- {name}: {shown}（{DESCRIPTIONS[name]}）")
+        return "\n".join(lines)
+
+
+def _format(name: str, value: float) -> str:
+    if math.isnan(value):
+        return "历史不足"
+    if name in ("VOL_20", "ROC_5", "ROC_20"):
+        return f"{value:.2%}"
+    if name in ("VOL_RATIO_5_20",):
+        return f"{value:.2f}"
+    if name == "RSI_14":
+        return f"{value:.1f}"
+    return f"{value:.3f}" if name.startswith("MACD") else f"{value:.2f}"

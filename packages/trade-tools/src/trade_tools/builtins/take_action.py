@@ -1,0 +1,86 @@
+"""``TakeAction``: buy, sell or stop, executed at the T0 close under the episode's rules."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from trade_tools.episode import Episode
+from trade_tools.execution import Refused, apply_fill, plan_order
+from trade_tools.portfolio import ActionRecord
+from trade_tools.tool import Arguments, Tool
+
+
+class ActionArgs(Arguments):
+    type: Literal["buy", "sell", "stop"] = Field(description="buy 买入 / sell 卖出 / stop 结束今日交易")
+    symbol: str | None = Field(None, description="股票代码（buy/sell 必填）")
+    amount: int | None = Field(None, description="股数，正整数（buy/sell 必填）")
+    reasoning: str = Field("", max_length=2000, description="决策理由（stop 时总结全天决策）")
+
+    @field_validator("amount", mode="before")
+    @classmethod
+    def _whole_shares(cls, value: object) -> object:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError("股数必须是整数")
+        return value
+
+
+class TakeAction(Tool):
+    name = "TakeAction"
+    description = (
+        "执行交易动作：type=buy/sell 以T0收盘价（含滑点）买入或卖出 amount 股；"
+        "type=stop 结束今日交易（必须调用，reasoning 写明理由），之后不再执行任何操作。"
+    )
+    arguments = ActionArgs
+    budget = 400
+
+    def run(self, episode: Episode, args: ActionArgs) -> str:
+        if args.type == "stop":
+            episode.actions.append(ActionRecord(type="stop", reasoning=args.reasoning, accepted=True))
+            episode.end("stopped", "TakeAction(stop)")
+            return f"已结束今日交易。{_account(episode)}"
+        record = ActionRecord(
+            type=args.type, symbol=args.symbol, amount=args.amount, reasoning=args.reasoning, accepted=False
+        )
+        episode.actions.append(record)
+        try:
+            record.fill = self._fill(episode, args)
+        except Refused as refusal:
+            record.reason = str(refusal)
+            return f"订单被拒绝：{refusal}。{_account(episode)}"
+        record.accepted = True
+        episode.cash = apply_fill(record.fill, episode.cash, episode.positions)
+        fill = record.fill
+        side = "买入" if fill.side == "buy" else "卖出"
+        fees = fill.commission + fill.stamp_duty + fill.transfer_fee
+        return (
+            f"成交：{side}{fill.symbol} {fill.shares}股，成交价{fill.price:.3f}（收盘{fill.close:.2f}），"
+            f"金额{fill.gross:,.2f}元，费用{fees:,.2f}元。{_account(episode)}"
+        )
+
+    @staticmethod
+    def _fill(episode: Episode, args: ActionArgs):  # type: ignore[no-untyped-def]
+        trades = sum(1 for a in episode.actions if a.type != "stop")
+        if trades > episode.rules.max_actions:
+            raise Refused(f"今日买卖次数已达上限{episode.rules.max_actions}笔")
+        if not args.symbol or args.amount is None:
+            raise Refused(f"{args.type} 需要 symbol 和 amount")
+        symbol = args.symbol.strip().upper()
+        if symbol not in episode.task.pool and symbol not in episode.positions:
+            raise Refused(f"{symbol} 不在股票池中")
+        return plan_order(
+            args.type,
+            symbol,
+            args.amount,
+            view=episode.view,
+            cash=episode.cash,
+            positions=episode.positions,
+            rules=episode.rules,
+            value_before=episode.value_before,
+        )
+
+
+def _account(episode: Episode) -> str:
+    holdings = "，".join(f"{s} {p.shares}股(可卖{p.sellable})" for s, p in sorted(episode.positions.items())) or "空仓"
+    return f"现金{episode.cash:,.2f}元；持仓：{holdings}"

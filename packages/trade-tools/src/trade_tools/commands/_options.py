@@ -1,0 +1,47 @@
+"""Options shared by ``trade tools call`` and ``play``: which data, which day, which account."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trade_tools.episode import Episode
+
+
+def day_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--data", required=True, type=click.Path(path_type=Path), help="Dataset folder (trade data import/synth)."
+        ),
+        click.option("--date", "day", required=True, help="Trading day T0, YYYY-MM-DD."),
+        click.option("--pool", help="Comma-separated stock pool; default: a seeded sample of the universe."),
+        click.option("--holdings", help="Initial holdings SYMBOL=SHARES,...; default: 3 pool stocks, ~10% each."),
+        click.option("--cash", default=1_000_000.0, show_default=True, help="Initial cash, CNY."),
+        click.option("--universe", default="csi300", show_default=True, help="Universe to sample the pool from."),
+        click.option("--seed", default=0, show_default=True, help="Seed for the sampled pool and holdings."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def open_episode(
+    data: Path, day: str, pool: str | None, holdings: str | None, cash: float, universe: str, seed: int
+) -> Episode:
+    from trade_data.store import MarketStore
+    from trade_tools.tasks import day_task, parse_holdings
+
+    store = MarketStore.load(data)
+    task = day_task(
+        store,
+        day,
+        pool=[p for p in pool.split(",") if p.strip()] if pool else None,
+        holdings=parse_holdings(holdings) if holdings is not None else None,
+        cash=cash,
+        universe=universe,
+        seed=seed,
+    )
+    return Episode.start(task, store)

@@ -1,0 +1,27 @@
+"""``trade tools call``: one tool call as of a trading day, printed as the model would read it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from trade_tools.commands._options import day_options, open_episode
+
+
+@click.command("call", short_help="Call one tool as of a trading day and print its text.")
+@click.argument("name")
+@click.option("--args", "arguments", default="{}", show_default=True, help="Arguments as a JSON object.")
+@day_options
+def call_command(name: str, arguments: str, data: Path, day: str, pool: str | None, holdings: str | None,
+                 cash: float, universe: str, seed: int) -> None:  # fmt: skip
+    """Call tool NAME with --args JSON on day --date of --data, as the agent would.
+
+    Exit status 1 when the tool answers with an error text.
+    """
+    episode = open_episode(data, day, pool, holdings, cash, universe, seed)
+    text = episode.call(name, arguments)
+    click.echo(text)
+    if text.startswith("错误："):
+        sys.exit(1)

@@ -1,0 +1,92 @@
+"""``trade tools play``: trade one day by hand with the agent's tools, prompts and rules."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from trade_tools.commands._options import day_options, open_episode
+
+HELP = """Commands:
+  NAME {JSON}     call a tool, e.g.  get_price_data {"symbol": "SH600519", "period": "20d"}
+  buy SYMBOL N    shorthand for TakeAction buy;  sell SYMBOL N  likewise;  stop [REASON]
+  tools           the tool schemas          prompt   the system and user prompts again
+  state           cash, holdings, value     help     this text          quit     leave without stopping"""
+
+
+def _shorthand(line: str) -> tuple[str, str]:
+    head, _, rest = line.partition(" ")
+    if head in ("buy", "sell"):
+        parts = rest.split()
+        args: dict[str, object] = {"type": head, "symbol": parts[0] if parts else ""}
+        if len(parts) > 1:
+            args["amount"] = int(parts[1]) if parts[1].isdigit() else parts[1]
+        return "TakeAction", json.dumps(args, ensure_ascii=False)
+    if head == "stop":
+        return "TakeAction", json.dumps({"type": "stop", "reasoning": rest}, ensure_ascii=False)
+    return head, rest.strip() or "{}"
+
+
+@click.command("play", short_help="Trade one day yourself with the agent's tools and prompts.")
+@click.option("--save", type=click.Path(path_type=Path), help="Write the finished day as a trajectory (JSONL).")
+@day_options
+def play_command(save: Path | None, data: Path, day: str, pool: str | None, holdings: str | None,
+                 cash: float, universe: str, seed: int) -> None:  # fmt: skip
+    """An interactive session: read the prompts the model gets, call tools, trade, stop.
+
+    Reads commands from stdin (one per line), so it can be scripted. Type `help` for the commands.
+    """
+    from trade_tools.trajectory import FunctionCall, Message, ToolCall, Trajectory, write_trajectories
+
+    episode = open_episode(data, day, pool, holdings, cash, universe, seed)
+    messages = [Message(**m) for m in episode.messages()]
+    for message in messages:
+        click.echo(f"===== {message.role.upper()} =====\n{message.content}\n")
+    click.echo(HELP)
+    while episode.status == "open":
+        line = click.prompt("trade", prompt_suffix="> ", default="", show_default=False, err=True).strip()
+        if not line:
+            continue
+        if line in ("quit", "exit"):
+            break
+        if line in ("help", "tools", "prompt", "state"):
+            click.echo(_info(line, episode))
+            continue
+        try:
+            name, arguments = _shorthand(line)
+        except ValueError as error:
+            click.echo(f"错误：{error}")
+            continue
+        episode.begin_turn()
+        call_id = f"call_{episode.tool_calls}"
+        tool_call = ToolCall(id=call_id, function=FunctionCall(name=name, arguments=arguments))
+        messages.append(Message(role="assistant", tool_calls=[tool_call]))
+        answer = episode.call(name, arguments)
+        messages.append(Message(role="tool", tool_call_id=call_id, name=name, content=answer))
+        click.echo(answer)
+    value = episode.value()
+    click.echo(
+        f"\n状态：{episode.status}；组合总值 {value:,.2f} 元（开始 {episode.value_before:,.2f}，"
+        f"交易成本 {episode.costs_paid():,.2f}）；持仓 {episode.final_holdings() or '空仓'}"
+    )
+    if save:
+        write_trajectories(
+            save, [Trajectory(task_id=episode.task.task_id, source="play", episode=episode, messages=messages)]
+        )
+        click.echo(f"trajectory written to {save}")
+    if episode.status != "stopped":
+        sys.exit(1)
+
+
+def _info(what: str, episode) -> str:  # type: ignore[no-untyped-def]
+    if what == "help":
+        return HELP
+    if what == "tools":
+        return json.dumps(episode.tool_schemas(), ensure_ascii=False, indent=2)
+    if what == "prompt":
+        return "\n\n".join(m["content"] for m in episode.messages())
+    held = ", ".join(f"{s} {p.shares}(可卖{p.sellable})" for s, p in sorted(episode.positions.items())) or "空仓"
+    return f"现金 {episode.cash:,.2f}；持仓 {held}；组合总值 {episode.value():,.2f}"

@@ -1,0 +1,233 @@
+"""One trading day for one agent: the state, the tools, the rules and the prompts, in one object.
+
+The same Episode runs inside verl's agent loop, the backtest, the single-day CLI and the
+distillation export, so training and evaluation cannot drift apart. It is a pydantic model that
+serialises to JSON (for verl's ``extra_fields`` and trajectory files); the market data it reads
+is bound separately (:meth:`Episode.bind`) and never serialised.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any, Literal
+
+import numpy as np
+import structlog
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
+
+from trade_core.errors import TradeError
+from trade_data.store import MarketStore, PointInTimeView
+from trade_data.symbols import Board, board_of
+from trade_tools.execution import portfolio_value
+from trade_tools.portfolio import ActionRecord, Position
+from trade_tools.rules import ExecutionRules
+from trade_tools.tool import ToolError, available_tools
+
+log = structlog.get_logger("trade.episode")
+
+DEFAULT_TOOLS = ("get_price_data", "get_macro_indicators", "compute_alpha_factor", "TakeAction")
+Status = Literal["open", "stopped", "truncated", "failed"]
+
+
+class Task(BaseModel):
+    """One training or evaluation sample: a trading day, a stock pool, holdings and cash."""
+
+    task_id: str
+    date: dt.date
+    pool: list[str] = Field(min_length=1)
+    holdings: dict[str, int] = Field(default_factory=dict, description="initial shares, all sellable on T0")
+    cost_basis: dict[str, float] = Field(default_factory=dict, description="CNY per share; default: previous close")
+    cash: float = Field(ge=0)
+    universe: str = "csi300"
+    index: str = "SH000001"
+
+
+class EpisodeSettings(BaseModel):
+    """How an episode is run (not what the market does: that is :class:`ExecutionRules`)."""
+
+    tools: tuple[str, ...] = DEFAULT_TOOLS
+    max_turns: int = Field(16, ge=1, description="assistant turns before the episode is truncated")
+    char_budgets: dict[str, int] = Field(default_factory=dict, description="per-tool text limit overrides")
+    prompt_set: str = "default"
+    inject_tool_descriptions: bool = True
+
+
+class Episode(BaseModel):
+    """State of one trading day; :meth:`call` is the only way tools change it."""
+
+    version: Literal[1] = 1
+    task: Task
+    rules: ExecutionRules = Field(default_factory=ExecutionRules)
+    settings: EpisodeSettings = Field(default_factory=EpisodeSettings)
+    cash: float
+    positions: dict[str, Position]
+    value_before: float = Field(description="portfolio value at the T0 close before any trade")
+    actions: list[ActionRecord] = Field(default_factory=list)
+    tool_calls: int = 0
+    tool_errors: int = 0
+    internal_errors: int = 0
+    turns: int = 0
+    status: Status = "open"
+    status_reason: str = ""
+    _view: PointInTimeView | None = PrivateAttr(None)
+    _store: MarketStore | None = PrivateAttr(None)
+
+    @classmethod
+    def start(
+        cls,
+        task: Task,
+        store: MarketStore,
+        *,
+        rules: ExecutionRules | None = None,
+        settings: EpisodeSettings | None = None,
+    ) -> Episode:
+        """Open the episode for ``task`` on ``store``; a task the data cannot support is a TradeError."""
+        view = store.asof(task.date)
+        known = set(view.symbols())
+        for symbol in [*task.pool, *task.holdings]:
+            if symbol not in known or board_of(symbol) is Board.INDEX:
+                raise TradeError(f"task {task.task_id}: {symbol} is not a stock listed by {task.date}")
+        positions = {}
+        for symbol, shares in task.holdings.items():
+            if shares <= 0:
+                raise TradeError(f"task {task.task_id}: holding {symbol} has {shares} shares", hint="use > 0")
+            cost = task.cost_basis.get(symbol) or _previous_close(view, symbol)
+            positions[symbol] = Position(symbol=symbol, shares=shares, sellable=shares, cost=cost)
+        episode = cls(
+            task=task,
+            rules=rules or ExecutionRules(),
+            settings=settings or EpisodeSettings(),
+            cash=task.cash,
+            positions=positions,
+            value_before=portfolio_value(view, task.cash, positions),
+        )
+        return episode.bind(store)
+
+    def bind(self, store: MarketStore) -> Episode:
+        """Attach market data (after loading an Episode from JSON)."""
+        self._store = store
+        self._view = store.asof(self.task.date)
+        return self
+
+    @property
+    def view(self) -> PointInTimeView:
+        if self._view is None:
+            raise TradeError("episode has no market data bound", hint="call episode.bind(store)")
+        return self._view
+
+    @property
+    def store(self) -> MarketStore:
+        self.view  # noqa: B018 - raises the same clear error when unbound
+        assert self._store is not None
+        return self._store
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        tools = available_tools()
+        return [tools[name].schema() for name in self.settings.tools if name in tools]
+
+    def call(self, name: str, arguments: str | dict[str, Any] | None) -> str:
+        """Run one tool call and return the text the model sees; errors are texts too, never raised."""
+        self.tool_calls += 1
+        try:
+            text = self._dispatch(name, arguments)
+        except ToolError as error:
+            self.tool_errors += 1
+            return f"错误：{error.one_line()}"
+        except Exception as error:  # a bug must not kill a rollout; it is counted and logged
+            self.internal_errors += 1
+            self.tool_errors += 1
+            log.exception("tool.internal_error", tool=name, task=self.task.task_id)
+            return f"错误：工具内部错误（{type(error).__name__}），请换一种调用"
+        budget = self.settings.char_budgets.get(name) or available_tools()[name].budget
+        return text if len(text) <= budget else text[: budget - 8] + "\n…（已截断）"
+
+    def _dispatch(self, name: str, arguments: str | dict[str, Any] | None) -> str:
+        if self.status != "open":
+            raise ToolError(f"本交易日已结束（{self.status}），不能再调用工具")
+        tools = available_tools()
+        if name not in self.settings.tools or name not in tools:
+            raise ToolError(f"未知工具 {name!r}，可用工具：{', '.join(self.settings.tools)}")
+        tool = tools[name]
+        if arguments is None or arguments == "":
+            arguments = {}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError as error:
+                raise ToolError(f"参数不是合法的JSON：{error.msg}（第{error.pos}个字符）") from None
+        if not isinstance(arguments, dict):
+            raise ToolError('参数必须是JSON对象，例如 {"symbol": "SH600519"}')
+        try:
+            args = tool.arguments.model_validate(arguments)
+        except ValidationError as error:
+            raise ToolError(_explain(error)) from None
+        return tool.run(self, args)
+
+    def check_symbol(self, symbol: str, *, held_ok: bool = True) -> str:
+        """The symbol, upper-cased, if it is in the pool (or held); a ToolError otherwise."""
+        symbol = symbol.strip().upper()
+        if symbol in self.task.pool or (held_ok and symbol in self.positions):
+            return symbol
+        raise ToolError(f"{symbol} 不在股票池中；股票池：{', '.join(self.task.pool)}")
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def begin_turn(self) -> bool:
+        """Count an assistant turn; past ``max_turns`` the episode is truncated. Returns whether it is open."""
+        if self.status == "open":
+            self.turns += 1
+            if self.turns > self.settings.max_turns:
+                self.end("truncated", f"超过{self.settings.max_turns}轮仍未停止")
+        return self.status == "open"
+
+    def end(self, status: Status, reason: str) -> None:
+        """Close an open episode (truncated by turns or tokens, failed, or stopped)."""
+        if self.status == "open":
+            self.status, self.status_reason = status, reason
+
+    # -- results -----------------------------------------------------------------------------
+
+    def value(self) -> float:
+        """Portfolio value at the T0 close now (cash + shares at their last close)."""
+        return portfolio_value(self.view, self.cash, self.positions)
+
+    def costs_paid(self) -> float:
+        """Commission, stamp duty, transfer fees and slippage of every fill."""
+        return sum(a.fill.costs for a in self.actions if a.fill is not None)
+
+    def final_holdings(self) -> dict[str, int]:
+        return {s: p.shares for s, p in sorted(self.positions.items()) if p.shares}
+
+    def messages(self) -> list[dict[str, str]]:
+        """The opening system and user messages, rendered by the episode's prompt set."""
+        from trade_tools.prompts import get_prompt_set
+
+        prompts = get_prompt_set(self.settings.prompt_set)
+        return [
+            {"role": "system", "content": prompts.system(self)},
+            {"role": "user", "content": prompts.user(self)},
+        ]
+
+
+def _previous_close(view: PointInTimeView, symbol: str) -> float:
+    bars = view.window(symbol, 2, adjusted=False)
+    if len(bars) == 2 and bars.dates[-1] == np.datetime64(view.date):
+        return float(bars.close[-2])
+    return float(bars.close[-1])
+
+
+def _explain(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:3]:
+        where = ".".join(str(p) for p in item["loc"]) or "参数"
+        if item["type"] == "extra_forbidden":
+            hint = "；工具只返回T0及之前的数据，不接受日期参数" if "date" in where.lower() else ""
+            parts.append(f"不支持的参数 {where}{hint}")
+        elif item["type"] == "missing":
+            parts.append(f"缺少参数 {where}")
+        else:
+            parts.append(f"参数 {where} 无效：{item['msg']}")
+    return "；".join(parts)

@@ -1,0 +1,113 @@
+"""Order checks and fills at the T0 close under :class:`~trade_tools.rules.ExecutionRules`.
+
+Checks run in a fixed order and the first failure is the reason given back: amount, pool,
+trading status (suspended, price limit), lot rules, T+1, cash or shares, position cap.
+Nothing here mutates state: :func:`plan_order` returns a fill or a refusal reason, and the
+Episode applies fills.
+"""
+
+from __future__ import annotations
+
+from trade_data.store import PointInTimeView
+from trade_data.symbols import Board, board_of
+from trade_tools.portfolio import Fill, Position
+from trade_tools.rules import ExecutionRules
+
+
+class Refused(Exception):
+    """An order that cannot execute; the message is the reason shown to the model (Chinese)."""
+
+
+def _check_lot(side: str, symbol: str, amount: int, sellable: int, rules: ExecutionRules) -> None:
+    if board_of(symbol) is Board.STAR:
+        if amount < rules.star_min_shares and not (side == "sell" and amount == sellable):
+            raise Refused(f"科创板每笔至少{rules.star_min_shares}股（剩余不足时可一次全部卖出）")
+        return
+    if amount % rules.lot_size and not (side == "sell" and amount == sellable):
+        what = "买入" if side == "buy" else "卖出（零股须一次全部卖出）"
+        raise Refused(f"{what}数量须为{rules.lot_size}股的整数倍，收到{amount}股")
+
+
+def portfolio_value(view: PointInTimeView, cash: float, positions: dict[str, Position]) -> float:
+    """Cash plus holdings at their last raw close up to T0 (suspended stocks keep their last close)."""
+    return cash + sum(p.shares * view.last_close(s) for s, p in positions.items() if p.shares)
+
+
+def plan_order(
+    side: str,
+    symbol: str,
+    amount: int,
+    *,
+    view: PointInTimeView,
+    cash: float,
+    positions: dict[str, Position],
+    rules: ExecutionRules,
+    value_before: float,
+) -> Fill:
+    """The fill ``side amount symbol`` would get at the close, or :class:`Refused` with the reason."""
+    if amount <= 0:
+        raise Refused(f"数量必须是正整数，收到{amount}")
+    if view.is_suspended(symbol):
+        raise Refused(f"{symbol}今日停牌，不能交易")
+    held = positions.get(symbol)
+    sellable = held.sellable if held else 0
+    if side == "buy" and view.at_limit_up(symbol):
+        raise Refused(f"{symbol}收盘涨停，无法买入")
+    if side == "sell" and view.at_limit_down(symbol):
+        raise Refused(f"{symbol}收盘跌停，无法卖出")
+    _check_lot(side, symbol, amount, sellable, rules)
+    close = view.last_close(symbol)
+    if side == "sell":
+        if held is None or held.shares == 0:
+            raise Refused(f"未持有{symbol}，不能卖出")
+        if amount > sellable:
+            bought_today = held.shares - held.sellable
+            note = f"（其中{bought_today}股为今日买入，T+1不可卖）" if bought_today else ""
+            raise Refused(f"可卖{symbol}仅{sellable}股{note}，收到{amount}股")
+        price = close * (1 - rules.slippage)
+    else:
+        price = close * (1 + rules.slippage)
+    gross = round(amount * price, 2)
+    commission = rules.commission(gross)
+    transfer = round(gross * rules.transfer_fee_rate, 2)
+    stamp = round(gross * rules.stamp_duty_rate(view.date), 2) if side == "sell" else 0.0
+    fill = Fill(
+        side=side,  # type: ignore[arg-type]
+        symbol=symbol,
+        shares=amount,
+        close=close,
+        price=price,
+        gross=gross,
+        commission=commission,
+        stamp_duty=stamp,
+        transfer_fee=transfer,
+        slippage_cost=abs(gross - amount * close),
+    )
+    if side == "buy":
+        need = -fill.cash_change
+        if need > cash + 1e-9:
+            lots = int(cash // (price * rules.lot_size * (1 + rules.commission_rate + rules.transfer_fee_rate) + 1e-9))
+            raise Refused(f"现金不足：需要{need:,.2f}元，可用{cash:,.2f}元（约可买{lots * rules.lot_size}股）")
+        if rules.max_position_weight is not None:
+            after = ((held.shares if held else 0) + amount) * close
+            if after > rules.max_position_weight * value_before + 1e-6:
+                limit = rules.max_position_weight * value_before
+                raise Refused(
+                    f"买入后{symbol}市值{after:,.0f}元将超过组合总值{rules.max_position_weight:.0%}上限（{limit:,.0f}元）"
+                )
+    return fill
+
+
+def apply_fill(fill: Fill, cash: float, positions: dict[str, Position]) -> float:
+    """Update ``positions`` in place for a fill and return the new cash."""
+    held = positions.get(fill.symbol) or Position(symbol=fill.symbol, shares=0, sellable=0, cost=0.0)
+    if fill.side == "buy":
+        total_cost = held.cost * held.shares - fill.cash_change
+        shares = held.shares + fill.shares
+        positions[fill.symbol] = held.model_copy(update={"shares": shares, "cost": total_cost / shares})
+    else:
+        shares = held.shares - fill.shares
+        positions[fill.symbol] = held.model_copy(update={"shares": shares, "sellable": held.sellable - fill.shares})
+        if shares == 0:
+            del positions[fill.symbol]
+    return cash + fill.cash_change

@@ -1,0 +1,104 @@
+"""Technical indicators for ``get_price_data``, precomputed once per dataset and read by index.
+
+Computed per symbol on its traded bars only (suspended days skipped) with causal filters, so the
+value at a day depends on that day and earlier ones only (the point-in-time tests check it).
+Price-level indicators are kept on the adjusted scale; the tool divides by T0's factor to show
+them on T0's raw price scale (forward-adjusted to T0), comparable with the latest close.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+import pandas as pd
+
+from trade_data.store import MarketStore, PointInTimeView
+
+PRICE_LEVEL = ("MA5", "MA10", "MA20", "MA60", "EMA12", "EMA26", "VWAP", "MACD_DIF", "MACD_DEA", "MACD_HIST",
+               "BOLL_UPPER", "BOLL_MID", "BOLL_LOWER", "ATR_14")  # fmt: skip
+RATIOS = ("VOL_20", "ROC_5", "ROC_20", "VOL_RATIO_5_20", "RSI_14")
+INDICATORS = (*PRICE_LEVEL, *RATIOS)
+DESCRIPTIONS = {
+    "MA5": "5日均价", "MA10": "10日均价", "MA20": "20日均价", "MA60": "60日均价",
+    "EMA12": "12日指数均价", "EMA26": "26日指数均价", "VWAP": "5日成交量加权均价",
+    "MACD_DIF": "MACD快线DIF(EMA12-EMA26)", "MACD_DEA": "MACD慢线DEA(DIF的9日EMA)", "MACD_HIST": "MACD柱(2×(DIF-DEA))",
+    "BOLL_UPPER": "布林上轨(20日,2σ)", "BOLL_MID": "布林中轨", "BOLL_LOWER": "布林下轨", "ATR_14": "14日平均真实波幅",
+    "VOL_20": "20日日收益率标准差", "ROC_5": "5日涨跌幅", "ROC_20": "20日涨跌幅",
+    "VOL_RATIO_5_20": "5日/20日均量比", "RSI_14": "14日RSI(Wilder)",
+}  # fmt: skip
+
+
+def _compute(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Indicators of one symbol's traded bars (columns open/high/low/close/volume, adjusted prices)."""
+    close, high, low, volume = frame["close"], frame["high"], frame["low"], frame["volume"]
+    previous = close.shift(1)
+    out: dict[str, pd.Series] = {f"MA{n}": close.rolling(n).mean() for n in (5, 10, 20, 60)}
+    ema12, ema26 = close.ewm(span=12, adjust=False).mean(), close.ewm(span=26, adjust=False).mean()
+    dif = ema12 - ema26
+    dea = dif.ewm(span=9, adjust=False).mean()
+    std20 = close.rolling(20).std(ddof=0)
+    true_range = pd.concat([high - low, (high - previous).abs(), (low - previous).abs()], axis=1).max(axis=1)
+    change = close.diff()
+    gain = change.clip(lower=0).ewm(alpha=1 / 14, adjust=False).mean()
+    loss = (-change.clip(upper=0)).ewm(alpha=1 / 14, adjust=False).mean()
+    out.update(
+        EMA12=ema12,
+        EMA26=ema26,
+        VWAP=(close * volume).rolling(5).sum() / volume.rolling(5).sum(),
+        MACD_DIF=dif,
+        MACD_DEA=dea,
+        MACD_HIST=2 * (dif - dea),
+        BOLL_UPPER=out["MA20"] + 2 * std20,
+        BOLL_MID=out["MA20"],
+        BOLL_LOWER=out["MA20"] - 2 * std20,
+        ATR_14=true_range.ewm(alpha=1 / 14, adjust=False).mean().where(np.arange(len(close)) >= 13),
+        VOL_20=close.pct_change().rolling(20).std(),
+        ROC_5=close / close.shift(5) - 1,
+        ROC_20=close / close.shift(20) - 1,
+        VOL_RATIO_5_20=volume.rolling(5).mean() / volume.rolling(20).mean(),
+        RSI_14=(100 - 100 / (1 + gain / loss)).where(change.notna().cumsum() >= 14),
+    )
+    return {name: out[name].to_numpy() for name in INDICATORS}
+
+
+class IndicatorTable:
+    """Every indicator as a float32 [day, symbol] array (NaN on days the symbol did not trade)."""
+
+    def __init__(self, store: MarketStore) -> None:
+        days, symbols = store.traded.shape
+        self._columns = store.column
+        self.values = {name: np.full((days, symbols), np.nan, dtype=np.float32) for name in INDICATORS}
+        for j in range(symbols):
+            rows = np.flatnonzero(store.traded[:, j])
+            if rows.size == 0:
+                continue
+            frame = pd.DataFrame(
+                {name: store.adjusted[name][rows, j] for name in ("open", "high", "low", "close")}
+                | {"volume": store.volume[rows, j]},
+                index=pd.RangeIndex(rows.size),
+            )
+            for name, column in _compute(frame).items():
+                self.values[name][rows, j] = column
+
+    def latest(self, view: PointInTimeView, symbol: str, names: list[str]) -> dict[str, float]:
+        """Values at the symbol's last traded day up to the view's T0."""
+        row = view.last_traded_index(symbol)
+        if row is None:
+            return {name: float("nan") for name in names}
+        j = self._columns[symbol]
+        return {name: float(self.values[name][: view.index + 1][row, j]) for name in names}
+
+
+_tables: weakref.WeakKeyDictionary[MarketStore, IndicatorTable] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def indicator_table(store: MarketStore) -> IndicatorTable:
+    """The store's indicator table, computed on first use (about a second for the CSI300 sample)."""
+    with _lock:
+        table = _tables.get(store)
+        if table is None:
+            table = _tables[store] = IndicatorTable(store)
+        return table

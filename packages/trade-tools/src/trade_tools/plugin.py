@@ -1,0 +1,47 @@
+"""trade-tools' built-in plugin: its hookspecs, the four tools, the default prompts and ``trade tools``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import click
+import pluggy
+
+from trade_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from trade_tools.prompts import PromptSet
+    from trade_tools.tool import Tool
+
+
+@hookimpl
+def trade_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    from trade_tools import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@hookimpl
+def trade_register_commands(register: Callable[[click.Command], None]) -> None:
+    from trade_tools.commands import tools_group
+
+    register(tools_group)
+
+
+@hookimpl
+def trade_register_tools(register: Callable[[Tool], None]) -> None:
+    from trade_tools.builtins.alpha_factor import ComputeAlphaFactor
+    from trade_tools.builtins.macro import GetMacroIndicators
+    from trade_tools.builtins.price import GetPriceData
+    from trade_tools.builtins.take_action import TakeAction
+
+    for tool in (GetPriceData(), GetMacroIndicators(), ComputeAlphaFactor(), TakeAction()):
+        register(tool)
+
+
+@hookimpl
+def trade_register_prompt_sets(register: Callable[[PromptSet], None]) -> None:
+    from trade_tools.prompts import DEFAULT
+
+    register(DEFAULT)

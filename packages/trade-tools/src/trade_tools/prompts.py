@@ -1,0 +1,102 @@
+"""Prompt sets: how an Episode is put into words for the model.
+
+As the tutorial lays it out: SYSTEM holds the role, the trading rules, the workflow, the market
+state at T0 and (switchable) the tool descriptions again; USER holds the day's facts: T0,
+holdings, cash and the stock pool. Prompt sets are plugins, so a user can swap in their own.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from trade_core.errors import TradeError
+from trade_core.plugins import collect, get_manager
+from trade_data.summary import market_summary
+
+if TYPE_CHECKING:
+    from trade_tools.episode import Episode
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """A named pair of renderers for the system and the user message."""
+
+    name: str
+    description: str
+    system: Callable[[Episode], str]
+    user: Callable[[Episode], str]
+
+
+def _tool_lines(episode: Episode) -> str:
+    lines = []
+    for schema in episode.tool_schemas():
+        function = schema["function"]
+        params = ", ".join(
+            f"{k}: {v.get('type', 'string')}" + ("" if k in function["parameters"]["required"] else "（可选）")
+            for k, v in function["parameters"]["properties"].items()
+        )
+        lines.append(f"- {function['name']}({params})：{function['description']}")
+    return "\n".join(lines)
+
+
+def default_system(episode: Episode) -> str:
+    summary = market_summary(episode.view, index=episode.task.index, universe=episode.task.universe).to_text()
+    parts = [
+        "你是一名A股量化交易分析师，负责在单个交易日T0对一个股票组合进行调仓，目标是让调仓后组合在未来三个交易日的收益超过不调仓。",
+        "## 交易规则\n" + episode.rules.describe(episode.task.date),
+        "## 工作流程\n1. 阅读账户：持仓、现金、股票池\n2. 观察市场：大盘趋势、波动、宽度、活跃度、风格\n"
+        "3. 调用工具分析：价格走势、技术指标或Alpha因子（数据截至T0收盘）\n"
+        "4. 用 TakeAction 买入或卖出（可多笔），每笔写明 reasoning\n"
+        '5. 最后必须调用 TakeAction(type="stop")，在 reasoning 中总结决策',
+        "## " + summary,
+    ]
+    if episode.settings.inject_tool_descriptions:
+        parts.append("## 可用工具\n" + _tool_lines(episode))
+    return "\n\n".join(parts)
+
+
+def default_user(episode: Episode) -> str:
+    view, task = episode.view, episode.task
+    rows = []
+    for symbol, position in sorted(episode.positions.items()):
+        close = view.last_close(symbol)
+        value = position.shares * close
+        rows.append(
+            f"- {symbol}：{position.shares}股（可卖{position.sellable}），成本{position.cost:.2f}，"
+            f"T0收盘{close:.2f}，市值{value:,.2f}元（{value / episode.value_before:.1%}）"
+        )
+    return "\n".join(
+        [
+            f"交易日T0：{task.date}（所有订单以今日收盘价成交）",
+            f"组合总值：{episode.value_before:,.2f}元；可用现金：{episode.cash:,.2f}元",
+            "当前持仓：" + ("\n" + "\n".join(rows) if rows else "空仓"),
+            f"股票池（{len(task.pool)}只）：{', '.join(task.pool)}",
+            '请按工作流程分析并调仓，完成后调用 TakeAction(type="stop")。',
+        ]
+    )
+
+
+DEFAULT = PromptSet(
+    "default", "中文提示词：角色、规则、流程、市场状态、工具说明（教程格式）", default_system, default_user
+)
+
+
+@functools.cache
+def _prompt_sets() -> dict[str, PromptSet]:
+    return {n: p.item for n, p in collect(get_manager(), "trade_register_prompt_sets", "prompt set").items()}
+
+
+def get_prompt_set(name: str) -> PromptSet:
+    sets = _prompt_sets()
+    if name not in sets:
+        raise TradeError(f"unknown prompt set '{name}'", hint=f"known: {', '.join(sorted(sets))}")
+    return sets[name]
+
+
+def tools_json(episode: Episode) -> str:
+    """The tool schemas as one JSON string (ms-swift's agent format wants it that way)."""
+    return json.dumps(episode.tool_schemas(), ensure_ascii=False)

@@ -1,0 +1,65 @@
+"""A-share execution rules at the T0 close, as one configurable model with market defaults.
+
+Fills happen at the T0 close (raw price) plus slippage; the prompts say the same. Defaults follow
+the exchanges' rules and a typical retail broker: 100-share lots (STAR: 200 minimum, then 1-share
+steps), T+1 for shares bought today, board price limits, commission with a 5 CNY minimum, stamp
+duty on sells only (0.1%, 0.05% from 2023-08-28), transfer fee on both sides, and a cap on how
+much of the portfolio one stock may take.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ExecutionRules(BaseModel):
+    """Everything that decides whether an order fills and what it costs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lot_size: int = Field(100, ge=1, description="buy orders are whole lots of this many shares")
+    star_min_shares: int = Field(200, ge=1, description="STAR (SH688) minimum order; above it 1-share steps")
+    commission_rate: float = Field(0.00025, ge=0, description="broker commission, both sides")
+    min_commission: float = Field(5.0, ge=0, description="CNY minimum commission per fill")
+    stamp_duty: tuple[tuple[dt.date, float], ...] = Field(
+        ((dt.date(1990, 1, 1), 0.001), (dt.date(2023, 8, 28), 0.0005)),
+        description="(effective date, rate) on sells; the latest entry on or before T0 applies",
+    )
+    transfer_fee_rate: float = Field(0.00001, ge=0, description="exchange transfer fee, both sides")
+    slippage: float = Field(0.0005, ge=0, lt=0.1, description="buys pay close x (1+s), sells get close x (1-s)")
+    max_position_weight: float | None = Field(
+        0.4, gt=0, le=1, description="largest share of the T0 portfolio value one stock may reach by buying"
+    )
+    max_actions: int = Field(20, ge=1, description="buy/sell orders an episode may submit (refused ones count)")
+
+    def stamp_duty_rate(self, day: dt.date) -> float:
+        rate = 0.0
+        for start, value in sorted(self.stamp_duty):
+            if start <= day:
+                rate = value
+        return rate
+
+    def commission(self, gross: float) -> float:
+        return round(max(self.min_commission, gross * self.commission_rate), 2)
+
+    def describe(self, day: dt.date) -> str:
+        """The rules as the prompt states them (Chinese, one line each)."""
+        cap = (
+            f"- 单只股票买入后市值不得超过组合总值的{self.max_position_weight:.0%}\n"
+            if self.max_position_weight is not None
+            else ""
+        )
+        return (
+            f"- 所有订单以T0收盘价成交（买入加{self.slippage:.2%}滑点，卖出减{self.slippage:.2%}滑点），不是开盘前\n"
+            f"- 买入须为{self.lot_size}股整数倍；科创板(SH688)至少{self.star_min_shares}股，超出部分可按1股递增\n"
+            f"- 卖出须为{self.lot_size}股整数倍，零股可一次性全部卖出；T+1：当日买入的股票当日不能卖出\n"
+            "- 涨跌停：主板±10%，创业板(SZ300/301)±20%（2020-08-24前±10%），科创板±20%；"
+            "收盘涨停不能买入，收盘跌停不能卖出；停牌股票不能交易\n"
+            f"- 费用：佣金{self.commission_rate:.3%}（最低{self.min_commission:g}元），"
+            f"卖出印花税{self.stamp_duty_rate(day):.2%}，过户费{self.transfer_fee_rate:.3%}\n"
+            f"{cap}"
+            f"- 数量必须是正整数；每个交易日最多提交{self.max_actions}笔买卖；"
+            '调用 TakeAction(type="stop") 后不再执行任何操作'
+        )

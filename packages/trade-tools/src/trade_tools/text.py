@@ -1,0 +1,52 @@
+"""Small formatting and parsing helpers shared by the built-in tools' Chinese texts."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from trade_tools.tool import ToolError
+
+MAX_PERIOD = 250
+_PERIOD = re.compile(r"^\s*(\d{1,4})\s*[dD日]?\s*$")
+
+
+def parse_period(period: str | int, *, minimum: int = 1, maximum: int = MAX_PERIOD) -> int:
+    """'20d', '20', 20 -> 20 trading days, within bounds; anything else is a ToolError."""
+    match = _PERIOD.match(str(period))
+    days = int(match.group(1)) if match else None
+    if days is None or not minimum <= days <= maximum:
+        raise ToolError(f'period {period!r} 无效：应为{minimum}到{maximum}之间的交易日数，例如 "20d"')
+    return days
+
+
+def price(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}"
+
+
+def pct(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:+.2%}"
+
+
+def lots(shares: float) -> str:
+    """Volume in 手 (100 shares), compact: 2.5万手, 1.3亿手."""
+    if math.isnan(shares):
+        return "-"
+    hands = shares / 100
+    if hands >= 1e8:
+        return f"{hands / 1e8:.2f}亿手"
+    if hands >= 1e4:
+        return f"{hands / 1e4:.2f}万手"
+    return f"{hands:.0f}手"
+
+
+def day(value: np.datetime64) -> str:
+    return str(value)[:10]
+
+
+def mark(change: float) -> str:
+    if math.isnan(change):
+        return "-"
+    return ("↑" if change > 0 else "↓" if change < 0 else "→") + f"{abs(change):.2%}"

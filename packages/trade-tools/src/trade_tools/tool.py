@@ -1,0 +1,71 @@
+"""The tool interface and the process-wide tool registry.
+
+A tool declares its arguments as a pydantic model: the model validates what the LLM sent (unknown
+keys refused) and produces the OpenAI function schema that vLLM and verl accept.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from trade_core.errors import TradeError
+from trade_core.plugins import TradePluginManager, collect, get_manager
+
+if TYPE_CHECKING:
+    from trade_tools.episode import Episode
+
+
+class ToolError(TradeError):
+    """A call the tool cannot answer; the message goes back to the model as the tool's text."""
+
+
+class Arguments(BaseModel):
+    """Base of every tool's argument model: unknown keys are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Tool(ABC):
+    """One function the agent can call; implementations keep no state between calls."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    arguments: ClassVar[type[Arguments]]
+    budget: ClassVar[int] = 2000
+    """Default character budget of the tool's text (the Episode's settings can override it)."""
+
+    @abstractmethod
+    def run(self, episode: Episode, args: Any) -> str:
+        """Answer a validated call; raise :class:`ToolError` for answers that are errors."""
+
+    def schema(self) -> dict[str, Any]:
+        """OpenAI function schema; properties keep only type, description and enum (what verl keeps)."""
+        source = self.arguments.model_json_schema()
+        properties = {}
+        for key, spec in source.get("properties", {}).items():
+            kept = {k: spec[k] for k in ("type", "description", "enum") if k in spec}
+            if "type" not in kept and "anyOf" in spec:  # Optional[...] fields: take the non-null branch
+                branch = next(s for s in spec["anyOf"] if s.get("type") != "null")
+                kept.update({k: branch[k] for k in ("type", "enum") if k in branch})
+            if kept.get("type") == "array":
+                kept["items"] = {"type": spec.get("items", {}).get("type", "string")}
+            properties[key] = kept
+        parameters = {"type": "object", "properties": properties, "required": source.get("required", [])}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": parameters},
+        }
+
+
+@functools.cache
+def _registered(manager: TradePluginManager) -> dict[str, Tool]:
+    return {name: provided.item for name, provided in collect(manager, "trade_register_tools", "tool").items()}
+
+
+def available_tools(manager: TradePluginManager | None = None) -> dict[str, Tool]:
+    """Every registered tool by name (collected once per manager)."""
+    return _registered(manager or get_manager())
