@@ -78,7 +78,9 @@ def test_position_cap_is_enforced_not_a_hint(open_day) -> None:  # type: ignore[
 def test_close_at_limit_up_cannot_be_bought_nor_limit_down_sold(open_day, find_day, real_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
     symbol, date = find_day(real_store, Board.MAIN, real_store.limit_up)
     day = open_day(date, [symbol])
-    assert day.view.last_close(symbol) == pytest.approx(round(day.view.window(symbol, 2, adjusted=False).close[0] * 1.1, 2), abs=0.011)
+    assert day.view.last_close(symbol) == pytest.approx(
+        round(day.view.window(symbol, 2, adjusted=False).close[0] * 1.1, 2), abs=0.011
+    )
     assert f"{symbol}收盘涨停，无法买入" in act(day, type="buy", symbol=symbol, amount=100)
     symbol, date = find_day(real_store, Board.MAIN, real_store.limit_down)
     day = open_day(date, [symbol], holdings={symbol: 1000})

@@ -28,13 +28,26 @@ class TradeRun:
     err: str
 
 
-def run_trade(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300) -> TradeRun:
+def run_trade(
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    input: str | None = None,
+    timeout: float = 300,
+) -> TradeRun:
     """Run the installed ``trade`` console script in a fresh process (real entry points, real exit code)."""
     environment = {**os.environ, **(env or {})}
     script = Path(sys.executable).with_name("trade")
     command = [str(script)] if script.exists() else [sys.executable, "-c", "from trade_core.cli import main; main()"]
     done = subprocess.run(
-        [*command, *args], capture_output=True, text=True, env=environment, cwd=cwd, timeout=timeout, check=False
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=cwd,
+        input=input,
+        timeout=timeout,
+        check=False,
     )
     return TradeRun(done.returncode, done.stdout, done.stderr)
 

@@ -188,8 +188,8 @@ class PointInTimeView:
         return [s for s, ok in zip(self._store.symbols, listed, strict=True) if ok]
 
     def members(self, universe: str = "all") -> list[str]:
-        """Members of ``universe`` at T0, by its membership intervals."""
-        row = self._store.membership(universe)[self.index]
+        """Members of ``universe`` at T0 by its membership intervals that have traded by T0."""
+        row = self._store.membership(universe)[self.index] & (self._store.first_day <= self.index)
         return [s for s, ok in zip(self._store.symbols, row, strict=True) if ok]
 
     def window(self, symbol: str, n: int, *, adjusted: bool = True) -> Bars:

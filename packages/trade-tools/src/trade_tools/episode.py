@@ -142,7 +142,8 @@ class Episode(BaseModel):
             log.exception("tool.internal_error", tool=name, task=self.task.task_id)
             return f"错误：工具内部错误（{type(error).__name__}），请换一种调用"
         budget = self.settings.char_budgets.get(name) or available_tools()[name].budget
-        return text if len(text) <= budget else text[: budget - 8] + "\n…（已截断）"
+        marker = "\n…（已截断）"
+        return text if len(text) <= budget else text[: budget - len(marker)] + marker
 
     def _dispatch(self, name: str, arguments: str | dict[str, Any] | None) -> str:
         if self.status != "open":

@@ -1,0 +1,113 @@
+"""The Episode: one JSON-serialisable state, tool calls that answer errors as text, budgets, schemas."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from trade_core.errors import TradeError
+from trade_data.store import MarketStore
+from trade_tools.episode import Episode, EpisodeSettings, Task
+from trade_tools.trajectory import Message, Trajectory, read_trajectories, write_trajectories
+
+POOL = ["SH600519", "SZ000001", "SH600036", "SZ300750"]
+
+
+def test_json_round_trip_keeps_state_and_answers_alike(open_day, real_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
+    day = open_day("2024-06-14", POOL, holdings={"SZ000001": 1000})
+    day.begin_turn()
+    day.call("TakeAction", {"type": "buy", "symbol": "SH600519", "amount": 100})
+    copy = Episode.model_validate_json(day.model_dump_json()).bind(real_store)
+    assert copy.model_dump() == day.model_dump()
+    for name, args in [
+        ("get_price_data", {"symbol": "SZ300750", "period": "30d"}),
+        ("TakeAction", {"type": "sell", "symbol": "SZ000001", "amount": 300}),
+        ("get_macro_indicators", {"index": "SH000905"}),
+    ]:
+        assert copy.call(name, json.dumps(args)) == day.call(name, json.dumps(args))
+    assert copy.model_dump() == day.model_dump()
+    with pytest.raises(TradeError, match="no market data bound"):
+        Episode.model_validate_json(day.model_dump_json()).value()
+
+
+MALFORMED = [
+    ("nope", "{}", "未知工具 'nope'"),
+    ("get_price_data", "{symbol: SH600519}", "参数不是合法的JSON"),
+    ("get_price_data", "[1, 2]", "参数必须是JSON对象"),
+    ("get_price_data", '{"symbol": 600519}', "参数 symbol 无效"),
+    ("get_price_data", "{}", "缺少参数 symbol"),
+    ("get_price_data", '{"symbol": "SH601398"}', "SH601398 不在股票池中"),
+    ("get_price_data", '{"symbol": "XX"}', "XX 不在股票池中"),
+    ("get_price_data", '{"symbol": "SH600519", "end_date": "2024-07-01"}', "不接受日期参数"),
+    ("get_price_data", '{"symbol": "SH600519", "period": "0d"}', "period '0d' 无效"),
+    ("get_price_data", '{"symbol": "SH600519", "indicators": ["MA7"]}', "未知指标 MA7；可用：MA5"),
+    ("get_macro_indicators", '{"index": "SH000016"}', "未知指数 'SH000016'"),
+    ("get_macro_indicators", '{"period": "abc"}', "period 'abc' 无效"),
+    ("TakeAction", '{"type": "hold"}', "参数 type 无效"),
+    ("TakeAction", '{"type": "buy", "symbol": "SH600519"}', "订单被拒绝：buy 需要 symbol 和 amount"),
+]
+
+
+@pytest.mark.parametrize(("name", "arguments", "expected"), MALFORMED)
+def test_malformed_calls_answer_an_error_and_change_nothing(open_day, name: str, arguments: str, expected: str) -> None:  # type: ignore[no-untyped-def]
+    day = open_day("2024-06-14", POOL, holdings={"SZ000001": 1000})
+    before = day.model_dump(exclude={"tool_calls", "tool_errors", "actions"})
+    text = day.call(name, arguments)
+    assert expected in text, text
+    assert day.model_dump(exclude={"tool_calls", "tool_errors", "actions"}) == before
+    assert day.internal_errors == 0 and day.status == "open"
+
+
+def test_turn_budget_truncates(open_day) -> None:  # type: ignore[no-untyped-def]
+    day = open_day("2024-06-14", POOL, settings=EpisodeSettings(max_turns=2))
+    assert day.begin_turn() and day.begin_turn()
+    assert not day.begin_turn()
+    assert (day.status, day.turns) == ("truncated", 3)
+    assert day.call("get_price_data", '{"symbol": "SH600519"}').startswith("错误：本交易日已结束（truncated）")
+
+
+def test_character_budget_cuts_long_texts(open_day) -> None:  # type: ignore[no-untyped-def]
+    day = open_day("2024-06-14", POOL, settings=EpisodeSettings(char_budgets={"get_price_data": 200}))
+    text = day.call("get_price_data", '{"symbol": "SH600519", "indicators": ["MA5", "MA10", "MA20", "MA60"]}')
+    assert len(text) == 200 and text.endswith("…（已截断）")
+
+
+def test_schemas_are_valid_openai_functions(open_day) -> None:  # type: ignore[no-untyped-def]
+    schemas = open_day("2024-06-14", POOL).tool_schemas()
+    assert [s["function"]["name"] for s in schemas] == [
+        "get_price_data", "get_macro_indicators", "compute_alpha_factor", "TakeAction",
+    ]  # fmt: skip
+    for schema in schemas:
+        assert schema["type"] == "function" and schema["function"]["description"]
+        parameters = schema["function"]["parameters"]
+        jsonschema.Draft202012Validator.check_schema(parameters)
+        assert set(parameters["required"]) <= set(parameters["properties"])
+        for spec in parameters["properties"].values():
+            assert set(spec) <= {"type", "description", "enum", "items"} and spec["type"] and spec["description"]
+    action = schemas[3]["function"]["parameters"]
+    assert action["properties"]["type"]["enum"] == ["buy", "sell", "stop"] and action["required"] == ["type"]
+    jsonschema.validate({"type": "buy", "symbol": "SH600519", "amount": 100}, action)
+
+
+def test_bad_tasks_are_refused_clearly(real_store: MarketStore) -> None:
+    for task, message in [
+        (Task(task_id="a", date="2024-06-15", pool=["SH600519"], cash=1), "2024-06-15 is not a trading day"),
+        (Task(task_id="b", date="2024-06-14", pool=["SH000300"], cash=1), "SH000300 is not a stock"),
+        (Task(task_id="c", date="2018-06-14", pool=["SH688981"], cash=1), "SH688981 is not a stock listed by"),
+        (Task(task_id="d", date="2024-06-14", pool=["SH600519"], holdings={"SH600519": -5}, cash=1), "-5 shares"),
+    ]:
+        with pytest.raises(TradeError, match=message):
+            Episode.start(task, real_store)
+
+
+def test_trajectory_jsonl_round_trip_and_bad_lines(open_day, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    day = open_day("2024-06-14", POOL)
+    day.call("TakeAction", '{"type": "stop", "reasoning": "观望"}')
+    trajectory = Trajectory(task_id="t", source="test", episode=day, messages=[Message(**m) for m in day.messages()])
+    path = write_trajectories(tmp_path / "t.jsonl", [trajectory, trajectory])
+    assert [t.model_dump() for t in read_trajectories(path)] == [trajectory.model_dump()] * 2
+    path.write_text(path.read_text() + '{"version": 1, "task_id": 3}\n')
+    with pytest.raises(TradeError, match=r"t.jsonl:3: not a trajectory"):
+        list(read_trajectories(path))

@@ -1,0 +1,75 @@
+"""What the info tools say, checked against hand calculations on the raw table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+POOL = ["SH600519", "SZ000001", "SZ300750"]
+
+
+def _traded(table: pd.DataFrame, symbol: str, until: str) -> pd.DataFrame:
+    rows = table[(table["symbol"] == symbol) & (table["date"] <= until) & (table["volume"] > 0)]
+    return rows.reset_index(drop=True)
+
+
+def _value(text: str, name: str) -> float:
+    line = next(line for line in text.splitlines() if line.startswith(f"- {name}: "))
+    return float(line.split(": ")[1].split("（")[0].rstrip("%"))
+
+
+def test_price_data_latest_bar_and_indicators(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+    day = open_day("2024-06-14", POOL)
+    names = ["MA5", "MA20", "MA60", "EMA12", "MACD_DIF", "RSI_14", "BOLL_UPPER", "VOL_20", "ROC_5", "VOL_RATIO_5_20"]
+    text = day.call("get_price_data", {"symbol": "SH600519", "period": "20d", "indicators": names})
+    rows = _traded(real_table, "SH600519", "2024-06-14")
+    adjusted = rows["close"] * rows["factor"]
+    to_t0 = adjusted / rows["factor"].iloc[-1]  # forward-adjusted to T0's price scale
+    assert "最新：2024-06-14 开1555.00 高1563.96 低1520.46 收1555.00 量5.95万手" in text
+    assert _value(text, "MA5") == pytest.approx(to_t0.tail(5).mean(), abs=0.006)
+    assert _value(text, "MA20") == pytest.approx(to_t0.tail(20).mean(), abs=0.006)
+    assert _value(text, "MA60") == pytest.approx(to_t0.tail(60).mean(), abs=0.006)
+    assert _value(text, "EMA12") == pytest.approx(to_t0.ewm(span=12, adjust=False).mean().iloc[-1], abs=0.006)
+    dif = to_t0.ewm(span=12, adjust=False).mean() - to_t0.ewm(span=26, adjust=False).mean()
+    assert _value(text, "MACD_DIF") == pytest.approx(dif.iloc[-1], abs=0.0006)
+    delta = to_t0.diff()
+    gain = delta.clip(lower=0).ewm(alpha=1 / 14, adjust=False).mean()
+    loss = (-delta.clip(upper=0)).ewm(alpha=1 / 14, adjust=False).mean()
+    assert _value(text, "RSI_14") == pytest.approx((100 - 100 / (1 + gain / loss)).iloc[-1], abs=0.06)
+    upper = to_t0.tail(20).mean() + 2 * to_t0.tail(20).std(ddof=0)
+    assert _value(text, "BOLL_UPPER") == pytest.approx(upper, abs=0.006)
+    assert _value(text, "VOL_20") / 100 == pytest.approx(adjusted.pct_change().tail(20).std(), abs=6e-5)
+    assert _value(text, "ROC_5") / 100 == pytest.approx(adjusted.iloc[-1] / adjusted.iloc[-6] - 1, abs=6e-5)
+    volume = rows["volume"]
+    assert _value(text, "VOL_RATIO_5_20") == pytest.approx(volume.tail(5).mean() / volume.tail(20).mean(), abs=0.006)
+    high20 = (rows["high"] * rows["factor"] / rows["factor"].iloc[-1]).tail(20)
+    assert f"最高{high20.max():.2f}" in text
+
+
+def test_price_data_across_an_ex_dividend_date_has_no_fake_drop(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+    rows = real_table[real_table["symbol"] == "SZ000001"].reset_index(drop=True)
+    step = int(np.flatnonzero(rows["factor"].diff().to_numpy() > 0)[-1])
+    ex_day = rows.loc[step, "date"]
+    after = rows.loc[step + 2, "date"].date()
+    text = open_day(after, ["SZ000001"]).call("get_price_data", {"symbol": "SZ000001", "period": "5d"})
+    raw_drop = rows.loc[step, "close"] / rows.loc[step - 1, "close"] - 1
+    adjusted = rows["close"] * rows["factor"]
+    true_move = adjusted[step] / adjusted[step - 1] - 1
+    shown = f"{ex_day:%m-%d} 收"
+    line = next(part for part in text.split(" | ") if shown in part)
+    assert f"{abs(true_move):.2%}" in line and (f"{abs(raw_drop):.2%}" not in line or raw_drop == true_move)
+
+
+def test_suspended_stock_says_so(open_day) -> None:  # type: ignore[no-untyped-def]
+    text = open_day("2024-07-22", ["SH600027"]).call("get_price_data", {"symbol": "SH600027"})
+    assert "今日停牌（最后交易日2024-07-18）" in text.splitlines()[0]
+
+
+def test_macro_change_and_volatility(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+    text = open_day("2025-09-11", POOL).call("get_macro_indicators", {"index": "SH000300", "period": "60d"})
+    closes = _traded(real_table, "SH000300", "2025-09-11")["close"].tail(61).reset_index(drop=True)
+    assert "沪深300(SH000300) 近60个交易日（截至2025-09-11收盘）" in text
+    assert f"收{closes.iloc[-1]:.2f}" in text and "收4548.03" in text
+    assert f"区间涨跌{closes.iloc[-1] / closes.iloc[0] - 1:+.2%}" in text
+    assert f"日波动率{closes.pct_change().std():.2%}" in text
