@@ -86,7 +86,7 @@ def test_strict_mode_makes_a_broken_plugin_fatal(installed_plugins: Path) -> Non
     [
         ({"TRADE_LOAD_PLUGINS": "hello"}, {"core", "hello"}),
         ({"TRADE_LOAD_PLUGINS": ""}, {"core"}),
-        ({"TRADE_DISABLE_PLUGINS": "data,hello,core"}, {"core"}),
+        ({"TRADE_DISABLE_PLUGINS": "data,tools,hello,core"}, {"core"}),
     ],
 )
 def test_allow_and_block_lists_limit_loading(installed_plugins: Path, env: dict[str, str], expected: set[str]) -> None:

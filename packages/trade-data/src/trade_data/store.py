@@ -82,15 +82,19 @@ class MarketStore:
         for name in PRICE_FIELDS:
             self.raw[name][:, is_stock] = _round_cents(self.raw[name][:, is_stock])
         self.volume = np.round(stored["volume"] * factor)  # Qlib stores shares / factor, in float32
+        self._stored_volume = stored["volume"]
         self.factor = factor
         self.traded = self.volume > 0
-        self.first_day = np.where(self.traded.any(axis=0), self.traded.argmax(axis=0), days)
+        has_bar = ~np.isnan(self.adjusted["close"])
+        self.first_day = np.where(has_bar.any(axis=0), has_bar.argmax(axis=0), days)  # first bar, traded or not
         self._traded_rows = [np.flatnonzero(self.traded[:, j]) for j in range(n)]
         # Adjusted close of the last traded day before each day: the reference for changes and limits.
         traded_close = np.where(self.traded, self.adjusted["close"], np.nan)
         self.previous_close = pd.DataFrame(traded_close).ffill().shift(1).to_numpy()
         self.limit_up, self.limit_down = self._limit_flags(is_stock)
         self._membership: dict[str, np.ndarray] = {}
+        self._views: dict[int, PointInTimeView] = {}
+        self.indices = [s for s in self.symbols if board_of(s) is Board.INDEX]
 
     @classmethod
     def load(cls, path: Path | str) -> MarketStore:
@@ -137,8 +141,16 @@ class MarketStore:
         return self.calendar[index].date()
 
     def asof(self, day: str | dt.date | pd.Timestamp) -> PointInTimeView:
-        """A reader bound to trading day ``day``: it can see that day's close and nothing later."""
-        return PointInTimeView(self, self.day_index(day))
+        """A reader bound to trading day ``day``: it can see that day's close and nothing later.
+
+        Views are cached per day, so what is derived from one (``view.memo``) is shared by every
+        episode on that day.
+        """
+        index = self.day_index(day)
+        view = self._views.get(index)
+        if view is None:
+            view = self._views[index] = PointInTimeView(self, index)
+        return view
 
     @cached_property
     def universe_names(self) -> list[str]:
@@ -171,10 +183,12 @@ class PointInTimeView:
         self.index = index
         self.date: dt.date = store.calendar[index].date()
         self.synthetic = store.meta.synthetic
+        self.memo: dict[object, object] = {}
+        """Values derived from this day's data (e.g. the market summary), computed once."""
 
     def _column(self, symbol: str) -> int:
         j = self._store.column.get(symbol)
-        if j is None or self._store.first_day[j] > self.index:
+        if j is None or self._store.first_day[j] > self.index:  # later listings do not exist yet
             raise DatasetError(f"unknown symbol '{symbol}' on {self.date}", hint="symbols look like SH600519")
         return j
 
@@ -182,13 +196,22 @@ class PointInTimeView:
         source = self._store.adjusted if adjusted else self._store.raw
         return {name: values[: self.index + 1] for name, values in source.items()}
 
+    def knows(self, symbol: str) -> bool:
+        """Whether the symbol had a bar by T0 (later listings are unknown)."""
+        j = self._store.column.get(symbol)
+        return j is not None and self._store.first_day[j] <= self.index
+
+    def indices(self) -> list[str]:
+        """Index symbols known at T0."""
+        return [s for s in self._store.indices if self.knows(s)]
+
     def symbols(self) -> list[str]:
-        """Symbols that had traded by T0 (later listings are unknown at T0)."""
+        """Symbols that had a bar by T0 (later listings are unknown at T0)."""
         listed = self._store.first_day <= self.index
         return [s for s, ok in zip(self._store.symbols, listed, strict=True) if ok]
 
     def members(self, universe: str = "all") -> list[str]:
-        """Members of ``universe`` at T0 by its membership intervals that have traded by T0."""
+        """Members of ``universe`` at T0 by its membership intervals that have a bar by T0."""
         row = self._store.membership(universe)[self.index] & (self._store.first_day <= self.index)
         return [s for s, ok in zip(self._store.symbols, row, strict=True) if ok]
 
@@ -222,6 +245,19 @@ class PointInTimeView:
         """The adjustment factor of the symbol's last traded day up to T0 (raw = adjusted / factor)."""
         row = self.last_traded_index(symbol)
         return float("nan") if row is None else float(self._store.factor[row, self._column(symbol)])
+
+    def qlib_fields(self, symbols: list[str], rows: int | None = None) -> dict[str, np.ndarray]:
+        """[day, symbol] arrays of Qlib's stored fields ending at T0 (the last ``rows`` days, or all).
+
+        Adjusted open/high/low/close and volume as shares / factor, NaN where no bar is stored;
+        zero-volume placeholder rows keep their values, as Qlib sees them. For expression engines.
+        """
+        columns = [self._column(s) for s in symbols]
+        end = self.index + 1
+        begin = 0 if rows is None else max(0, end - rows)
+        fields = {name: self._store.adjusted[name][begin:end, columns] for name in PRICE_FIELDS}
+        fields["volume"] = self._store._stored_volume[begin:end, columns]
+        return fields
 
     def cross_section(self, symbols: list[str], *, adjusted: bool = False) -> dict[str, np.ndarray]:
         """T0's bar for each symbol (NaN where it did not trade) plus its trading flags."""

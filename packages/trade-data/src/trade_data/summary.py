@@ -96,13 +96,20 @@ def _trailing_return(closes: np.ndarray, days: int) -> float:
 
 
 def _index_closes(view: PointInTimeView, symbol: str) -> np.ndarray:
-    return view.series(symbol, "close") if symbol in view.symbols() else np.array([])
+    return view.series(symbol, "close") if view.knows(symbol) else np.array([])
 
 
 def market_summary(view: PointInTimeView, *, index: str = "SH000001", universe: str = "csi300") -> MarketSummary:
-    """Summarise the market at ``view.date`` (universe falls back to ``all`` when absent)."""
+    """Summarise the market at ``view.date`` (universe falls back to ``all`` when absent); memoised per view."""
     if universe not in view.universes:
         universe = "all"
+    key = ("market_summary", index, universe)
+    if key not in view.memo:
+        view.memo[key] = _summarise(view, index, universe)
+    return view.memo[key]  # type: ignore[return-value]
+
+
+def _summarise(view: PointInTimeView, index: str, universe: str) -> MarketSummary:
     closes = _index_closes(view, index)
     closes = closes[~np.isnan(closes)][-(LOOKBACK + VOL_WINDOW + 1) :]
     returns = np.diff(closes) / closes[:-1] if closes.size > 1 else np.array([])
@@ -111,7 +118,7 @@ def market_summary(view: PointInTimeView, *, index: str = "SH000001", universe: 
         rolling = np.lib.stride_tricks.sliding_window_view(returns, VOL_WINDOW).std(axis=1, ddof=1)[-LOOKBACK:]
         vol = float(rolling[-1])
         percentile = float((rolling <= vol).mean()) if rolling.size >= VOL_WINDOW else math.nan
-    volumes = view.series(index, "volume") if index in view.symbols() else np.array([])
+    volumes = view.series(index, "volume") if view.knows(index) else np.array([])
     volumes = volumes[~np.isnan(volumes)]
     ratio = (
         float(volumes[-5:].mean() / volumes[-20:].mean())

@@ -84,9 +84,8 @@ class Episode(BaseModel):
     ) -> Episode:
         """Open the episode for ``task`` on ``store``; a task the data cannot support is a TradeError."""
         view = store.asof(task.date)
-        known = set(view.symbols())
         for symbol in [*task.pool, *task.holdings]:
-            if symbol not in known or board_of(symbol) is Board.INDEX:
+            if not view.knows(symbol) or board_of(symbol) is Board.INDEX:
                 raise TradeError(f"task {task.task_id}: {symbol} is not a stock listed by {task.date}")
         positions = {}
         for symbol, shares in task.holdings.items():

@@ -6,6 +6,7 @@ keys refused) and produces the OpenAI function schema that vLLM and verl accept.
 
 from __future__ import annotations
 
+import copy
 import functools
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -42,8 +43,15 @@ class Tool(ABC):
     def run(self, episode: Episode, args: Any) -> str:
         """Answer a validated call; raise :class:`ToolError` for answers that are errors."""
 
+    @functools.cached_property
+    def _schema(self) -> dict[str, Any]:
+        return self._build_schema()
+
     def schema(self) -> dict[str, Any]:
         """OpenAI function schema; properties keep only type, description and enum (what verl keeps)."""
+        return copy.deepcopy(self._schema)
+
+    def _build_schema(self) -> dict[str, Any]:
         source = self.arguments.model_json_schema()
         properties = {}
         for key, spec in source.get("properties", {}).items():

@@ -18,7 +18,7 @@ class AlphaArgs(Arguments):
         "字段仅限 $open $high $low $close $volume，窗口为1-250的整数"
     )
     symbols: list[str] = Field(description="股票代码列表（须在股票池或持仓中）")
-    period: str = Field("60d", description='回看交易日数上限，如 "60d"（1-250）')
+    period: str = Field("60d", description='兼容参数，如 "60d"（1-250）；因子按自身所需的历史计算')
 
 
 class ComputeAlphaFactor(Tool):
@@ -34,14 +34,12 @@ class ComputeAlphaFactor(Tool):
         if not args.symbols:
             raise ToolError("symbols 不能为空")
         symbols = list(dict.fromkeys(episode.check_symbol(s) for s in args.symbols))
-        days = text.parse_period(args.period)
+        text.parse_period(args.period)  # kept for the reference's callers; the factor reads the history it needs
         try:
             name, node = resolve(args.expression)
         except ExpressionError as error:
             raise ToolError(f"表达式被拒绝：{error.one_line()}") from None
-        if lookback(node) > days:
-            raise ToolError(f"表达式需要{lookback(node)}个交易日历史，超过 period={args.period}；请增大 period")
-        values = value_at_t0(node, columns_at(episode.view, symbols))
+        values = value_at_t0(node, columns_at(episode.view, symbols, rows=lookback(node) + 1))
         order = sorted(
             range(len(symbols)), key=lambda i: (math.isnan(values[i]), -values[i] if not math.isnan(values[i]) else 0)
         )

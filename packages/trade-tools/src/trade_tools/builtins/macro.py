@@ -6,7 +6,6 @@ import numpy as np
 from pydantic import Field
 
 from trade_data.summary import INDEX_NAMES
-from trade_data.symbols import Board, board_of
 from trade_tools import text
 from trade_tools.episode import Episode
 from trade_tools.tool import Arguments, Tool, ToolError
@@ -26,7 +25,7 @@ class GetMacroIndicators(Tool):
     def run(self, episode: Episode, args: MacroArgs) -> str:
         view = episode.view
         index = args.index.strip().upper()
-        indices = [s for s in view.symbols() if board_of(s) is Board.INDEX]
+        indices = view.indices()
         if index not in indices:
             raise ToolError(f"未知指数 {args.index!r}；可用：{', '.join(indices)}")
         days = text.parse_period(args.period, minimum=2)
