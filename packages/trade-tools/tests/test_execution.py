@@ -147,3 +147,16 @@ def test_prompt_says_orders_fill_at_the_close(open_day) -> None:  # type: ignore
     rules = ExecutionRules(commission_rate=0.0003, max_actions=7)
     system = open_day("2024-06-14", ["SZ000001"], rules=rules).messages()[0]["content"]
     assert rules.describe(dt.date(2024, 6, 14)) in system and "佣金0.030%" in system and "最多提交7笔" in system
+
+
+def test_factor_calls_leave_no_thread_or_process_behind(open_day) -> None:  # type: ignore[no-untyped-def]
+    """The reference ran Qlib queries in threads that kept running after a timeout; ours runs none."""
+    import multiprocessing
+    import threading
+
+    day = open_day("2024-06-14", ["SH600519", "SZ000001"])
+    threads = threading.active_count()
+    for expression in ("RSQR60", "Corr($close, Log($volume+1), 60)", "Mean(Std($close,250),250)"):
+        day.call("compute_alpha_factor", {"expression": expression, "symbols": ["SH600519", "SZ000001"]})
+    assert threading.active_count() == threads and multiprocessing.active_children() == []
+    assert day.internal_errors == 0
