@@ -83,7 +83,7 @@ def main() -> None:
             ("indicator precompute (19 indicators, whole dataset)", f"{time.perf_counter() - start:.2f} s", "-", "-")
         )
         rng = np.random.default_rng(0)
-        days = [d.date().isoformat() for d in rng.choice(store.calendar[300:], 200)]
+        days = [store.calendar[i].date().isoformat() for i in rng.integers(300, len(store.calendar), 200)]
         tasks = [day_task(store, d, pool_size=20, seed=i) for i, d in enumerate(days)]
         episodes = [Episode.start(t, store) for t in tasks]
 
