@@ -8,12 +8,15 @@ class TradeError(Exception):
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
+        self.message = message
         self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
 
     def one_line(self) -> str:
         """The message and hint on one line, whatever a wrapped library message contained."""
-        text = " ".join(str(self).split())
-        return f"{text} ({self.hint})" if self.hint else text
+        return " ".join(str(self).split())
 
 
 class PluginError(TradeError):

@@ -130,7 +130,13 @@ def load_entry_points(manager: TradePluginManager, entry_points: Iterable[md.Ent
             log.error(failure.one_line())
             continue
         manager.register(plugin, ep.name, PluginOrigin(ep.name, dist, version, ep.value))
-    manager.pm.check_pending()
+    try:
+        manager.pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(
+            f"plugin '{exc.plugin_name}' implements a hook no loaded plugin defines: {exc}",
+            hint="mark hooks of optional hosts @hookimpl(optionalhook=True)",
+        ) from None
 
 
 @functools.cache

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from trade_core.hookspecs import hookspec
 
 if TYPE_CHECKING:
+    import click
+
     from trade_data.sources import DataSource
 
 
@@ -16,4 +18,13 @@ def trade_register_data_sources(register: Callable[[DataSource], None]) -> None:
     """Register downloadable market data sources for ``trade data download --source NAME``.
 
     A source's ``name`` is its registry key. Added in 0.1.
+    """
+
+
+@hookspec
+def trade_register_data_commands(register: Callable[[click.Command], None]) -> None:
+    """Register extra ``trade data`` subcommands from other packages (key: the command's name).
+
+    For commands that belong under ``trade data`` but need packages above trade-data, such as the
+    task builder ``trade data tasks``. Added in 0.1.
     """

@@ -95,6 +95,6 @@ def validate_table(
         error = _rows(frame, mask, what, source)
         if len(failing) > 1:
             others = ", ".join(w for w, _ in failing[1:])
-            error = DataValidationError(f"{error} (also: {others})", hint=error.hint)
+            error = DataValidationError(f"{error.message} (also: {others})", hint=error.hint)
         raise error
     return frame.sort_values(["symbol", "date"], kind="stable").reset_index(drop=True)

@@ -31,6 +31,22 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
-@click.group("data", cls=LazyGroup, lazy=SUBCOMMANDS)
+class DataGroup(LazyGroup):
+    """``trade data``: its own subcommands plus those other packages register for it."""
+
+    def _contributed(self) -> dict[str, click.Command]:
+        from trade_core.plugins import collect, get_manager
+
+        found = collect(get_manager(), "trade_register_data_commands", "data command")
+        return {name: provided.item for name, provided in found.items()}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._contributed()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or self._contributed().get(cmd_name)
+
+
+@click.group("data", cls=DataGroup, lazy=SUBCOMMANDS)
 def data_group() -> None:
     """Market data: import real bars, synthesize a market, download, inspect."""

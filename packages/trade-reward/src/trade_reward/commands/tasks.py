@@ -1,0 +1,39 @@
+"""``trade data tasks``: daily training and evaluation samples from a dataset (verl parquet + JSONL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+DEFAULT_SPLIT = "train=2018-01-01:2023-12-31,val=2024-01-01:2024-12-31,test=2025-01-01:2025-12-31"
+
+
+@click.command("tasks", short_help="Build daily tasks (verl parquet + JSONL) with time splits and an embargo.")
+@click.option("--data", type=click.Path(path_type=Path), help="Dataset folder (trade data import/synth).")
+@click.option("--universe", default="csi300", show_default=True, help="Universe the pools are drawn from.")
+@click.option("--out", type=click.Path(path_type=Path), help="Folder for train/val/test .parquet and .jsonl.")
+@click.option("--pool-size", default="10-30", show_default=True, help="Pool size, N or MIN-MAX.")
+@click.option("--per-day", default=1, show_default=True, help="Samples per trading day.")
+@click.option("--seed", default=0, show_default=True, help="Seed; the same seed gives the same tasks.")
+@click.option("--split", default=DEFAULT_SPLIT, show_default=True, help="NAME=START:END,... (inclusive dates).")
+@click.option("--stats", "stats_dir", type=click.Path(path_type=Path), help="Print statistics of a tasks folder.")
+def tasks_command(data: Path | None, universe: str, out: Path | None, pool_size: str, per_day: int, seed: int,
+                  split: str, stats_dir: Path | None) -> None:  # fmt: skip
+    """One sample per (T0, draw): a pool of universe members with data at T0, initial holdings in whole
+    lots (cost basis at the previous close) and cash, the market summary and the rendered prompts.
+
+    Splits are by time with an embargo: no sample's T+3 forward window reaches past its split's end.
+    The forward returns go into reward_model.ground_truth only, never into a prompt.
+    """
+    from trade_reward.tasks import build_tasks, task_stats
+
+    if stats_dir is not None:
+        click.echo(task_stats(stats_dir).to_text())
+        return
+    if data is None or out is None:
+        raise click.UsageError("--data and --out are required (or --stats DIR)")
+    summary = build_tasks(
+        data, out, universe=universe, pool_size=pool_size, per_day=per_day, seed=seed, split=split, progress=True
+    )
+    click.echo(summary.to_text())

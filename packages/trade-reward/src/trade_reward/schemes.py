@@ -1,0 +1,146 @@
+"""Reward schemes: an Outcome in, a score and its breakdown out. Built-ins are plugins like any other.
+
+Failures score below every success, whatever the market did: an episode without a single valid
+tool call, one truncated (turns or tokens) and one that never called ``TakeAction(stop)``.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from trade_core.errors import TradeError
+from trade_core.plugins import TradePluginManager, collect, get_manager
+from trade_reward.outcome import Outcome
+
+
+class Reward(BaseModel):
+    """A score with everything that went into it (logged by verl, read by `trade reward explain`)."""
+
+    score: float
+    scheme: str
+    r_new: float
+    r_orig: float
+    r_outcome: float
+    bucket: int | None = None
+    penalty: float = 0.0
+    failure: str | None = Field(None, description="no_valid_call, truncated or no_stop; None on success")
+
+    def flat(self) -> dict[str, Any]:
+        """The breakdown as verl wants it: ``{"score": ..., **numbers}`` with no None values."""
+        data = self.model_dump()
+        data["failure"] = data["failure"] or ""
+        data["bucket"] = -99 if data["bucket"] is None else data["bucket"]
+        return data
+
+
+def failure_of(outcome: Outcome) -> str | None:
+    if outcome.valid_calls == 0:
+        return "no_valid_call"
+    if outcome.status == "truncated":
+        return "truncated"
+    if not outcome.stopped:
+        return "no_stop"
+    return None
+
+
+class RewardScheme(ABC):
+    """Turns an :class:`Outcome` into a :class:`Reward`. ``settings`` are validated keyword arguments."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Settings: ClassVar[type[BaseModel]]
+
+    def __init__(self, **settings: Any) -> None:
+        try:
+            self.settings = self.Settings(**settings)
+        except ValueError as error:
+            raise TradeError(f"bad settings for reward scheme '{self.name}': {error}") from None
+
+    @abstractmethod
+    def score(self, outcome: Outcome) -> Reward: ...
+
+
+class BucketedSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    edges: tuple[float, float, float, float] = Field(
+        (-0.02, -0.005, 0.005, 0.02), description="r_outcome edges between buckets -2 | -1 | 0 | 1 | 2"
+    )
+    failure: float = Field(-3.0, description="score of a failed episode (below every bucket)")
+
+    @model_validator(mode="after")
+    def _increasing(self) -> BucketedSettings:
+        if list(self.edges) != sorted(set(self.edges)):
+            raise ValueError("edges must be strictly increasing")
+        return self
+
+
+class Bucketed(RewardScheme):
+    """r <= -2%: -2; -2% < r <= -0.5%: -1; |r| < 0.5%: 0; 0.5% <= r < 2%: 1; r >= 2%: 2; failures -3."""
+
+    name = "bucketed"
+    description = "discrete -2..2 from r_outcome (edges -2%, -0.5%, 0.5%, 2%); failures -3"
+    Settings = BucketedSettings
+
+    def bucket(self, r: float) -> int:
+        a, b, c, d = self.settings.edges  # type: ignore[attr-defined]
+        if r <= a:
+            return -2
+        if r <= b:
+            return -1
+        if r < c:
+            return 0
+        return 1 if r < d else 2
+
+    def score(self, outcome: Outcome) -> Reward:
+        failure = failure_of(outcome)
+        bucket = None if failure else self.bucket(outcome.r_outcome)
+        score = self.settings.failure if failure else float(bucket)  # type: ignore[attr-defined]
+        return Reward(score=score, scheme=self.name, bucket=bucket, failure=failure, **_returns(outcome))
+
+
+class ContinuousSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scale: float = Field(50.0, gt=0, description="score = clip(scale * r_outcome, -clip, clip)")
+    clip: float = Field(1.0, gt=0)
+    failure: float = Field(-1.5, description="score of a failed episode (below -clip)")
+
+
+class Continuous(RewardScheme):
+    """r_outcome scaled (x50: 2% -> 1.0) and clipped to [-1, 1]; failures -1.5."""
+
+    name = "continuous"
+    description = "clip(50 * r_outcome, -1, 1); failures -1.5"
+    Settings = ContinuousSettings
+
+    def score(self, outcome: Outcome) -> Reward:
+        failure = failure_of(outcome)
+        s = self.settings
+        value = s.failure if failure else max(-s.clip, min(s.clip, s.scale * outcome.r_outcome))  # type: ignore[attr-defined]
+        return Reward(score=value, scheme=self.name, failure=failure, **_returns(outcome))
+
+
+def _returns(outcome: Outcome) -> dict[str, float]:
+    return {"r_new": outcome.r_new, "r_orig": outcome.r_orig, "r_outcome": outcome.r_outcome}
+
+
+@functools.cache
+def _schemes(manager: TradePluginManager) -> dict[str, type[RewardScheme]]:
+    return {n: p.item for n, p in collect(manager, "trade_register_reward_schemes", "reward scheme").items()}
+
+
+def available_schemes(manager: TradePluginManager | None = None) -> dict[str, type[RewardScheme]]:
+    return _schemes(manager or get_manager())
+
+
+def get_scheme(name: str, **settings: Any) -> RewardScheme:
+    """The scheme registered as ``name``, configured; unknown names list the valid ones."""
+    schemes = available_schemes()
+    if name not in schemes:
+        raise TradeError(f"unknown reward scheme '{name}'", hint=f"valid: {', '.join(sorted(schemes))}")
+    return schemes[name](**settings)
