@@ -1,0 +1,249 @@
+"""``trade data tasks`` on the real data: verl rows, embargoed splits, portfolios, determinism, errors.
+
+Most tests share one build of a short range (two splits around a gap) so the suite stays quick; the
+point-in-time test rebuilds a day from a dataset whose future was rewritten.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import trade_reward.tasks as tasks_module
+from trade_core.errors import TradeError
+from trade_core.testing import run_trade
+from trade_data.qlib_dir import DatasetMeta, read_calendar_file, read_instruments_file, write_dataset
+from trade_data.store import MarketStore
+from trade_data.symbols import Board, board_of
+from trade_data.synth import write_synthetic_market
+from trade_data.testing import perturb_future
+from trade_reward.forward import GroundTruth
+from trade_reward.tasks import build_tasks, task_stats
+from trade_tools.episode import Episode, Task
+
+SHORT = "train=2023-01-01:2023-03-31,val=2023-04-10:2023-05-31"
+BOUNDS = {"train": (dt.date(2023, 1, 1), dt.date(2023, 3, 31)), "val": (dt.date(2023, 4, 10), dt.date(2023, 5, 31))}
+COLUMNS = ["data_source", "agent_name", "prompt", "ability", "reward_model", "extra_info"]
+FIXED = {"data_source": "trade-agent/csi300", "agent_name": "trading_agent", "ability": "trading"}
+SEED, PER_DAY = 7, 2
+
+
+@pytest.fixture(scope="module")
+def built(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tasks") / "out"
+    build_tasks(real_dataset, out, split=SHORT, seed=SEED, per_day=PER_DAY)
+    return out
+
+
+def rows(out: Path, split: str) -> list[dict]:
+    return pq.read_table(out / f"{split}.parquet").to_pylist()
+
+
+def tasks_of(out: Path, split: str) -> list[Task]:
+    return [Task.model_validate_json(row["extra_info"]["task"]) for row in rows(out, split)]
+
+
+def contents(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_layout_rows_and_manifest(built: Path, real_dataset: Path) -> None:
+    assert sorted(p.name for p in built.iterdir()) == [
+        "manifest.json", "train.jsonl", "train.parquet", "val.jsonl", "val.parquet",
+    ]  # fmt: skip
+    manifest = json.loads((built / "manifest.json").read_text())
+    assert manifest["dataset"] == str(real_dataset) and manifest["synthetic"] is False and manifest["seed"] == SEED
+    for split in BOUNDS:
+        assert list(pd.read_parquet(built / f"{split}.parquet").columns) == COLUMNS
+        table, lines = rows(built, split), (built / f"{split}.jsonl").read_text().splitlines()
+        [counted] = [s["tasks"] for s in manifest["splits"] if s["name"] == split]
+        assert len(table) == len(lines) == counted > 0
+        for i, (row, line) in enumerate(zip(table, lines, strict=True)):
+            assert {key: row[key] for key in FIXED} == FIXED
+            assert row["reward_model"]["style"] == "rule"
+            truth = GroundTruth.model_validate_json(row["reward_model"]["ground_truth"])
+            task = Task.model_validate_json(row["extra_info"]["task"])
+            assert row["extra_info"]["index"] == i and row["extra_info"]["split"] == split
+            assert row["extra_info"]["task_id"] == task.task_id and task.task_id.startswith(f"{split}-{task.date}-")
+            assert truth.date == task.date and set(truth.growth) == set(truth.close) == set(task.pool)
+            assert set(task.holdings) <= set(task.pool) and all(len(g) == 3 for g in truth.growth.values())
+            record = json.loads(line)
+            assert Task.model_validate(record["task"]) == task
+            assert GroundTruth.model_validate(record["ground_truth"]) == truth
+    ids = [t.task_id for split in BOUNDS for t in tasks_of(built, split)]
+    assert len(ids) == len(set(ids))
+
+
+def test_prompts_are_the_episode_messages_with_no_future(built: Path, real_store: MarketStore) -> None:
+    for split in BOUNDS:
+        for row in rows(built, split)[::9]:
+            task = Task.model_validate_json(row["extra_info"]["task"])
+            truth = GroundTruth.model_validate_json(row["reward_model"]["ground_truth"])
+            assert row["prompt"] == Episode.start(task, real_store).messages()
+            system, user = (m["content"] for m in row["prompt"])
+            assert f"市场状态（截至{task.date}收盘" in system and f"交易日T0：{task.date}" in user
+            assert all(symbol in user for symbol in task.pool)
+            assert not any(str(day) in system + user for day in truth.horizon_dates)
+
+
+def test_embargo_keeps_every_forward_window_inside_its_split(built: Path, real_store: MarketStore) -> None:
+    calendar = [d.date() for d in real_store.calendar]
+    for split, (start, end) in BOUNDS.items():
+        days = [t.date for t in tasks_of(built, split)]
+        assert all(start <= day and real_store.shift(day, 3) <= end for day in days)
+        expected = [d for i, d in enumerate(calendar[:-3]) if start <= d and calendar[i + 3] <= end]
+        assert sorted(set(days)) == expected  # every eligible day, nothing in the gaps
+        assert days.count(expected[0]) == PER_DAY
+    assert max(t.date for t in tasks_of(built, "train")) == dt.date(2023, 3, 28)  # T+3 = 03-31
+
+
+def test_portfolios_are_whole_lots_at_the_previous_close(
+    built: Path, real_store: MarketStore, real_table: pd.DataFrame, sample_data: Path
+) -> None:
+    members = read_instruments_file(sample_data / "csi300.txt")
+    tasks = tasks_of(built, "train") + tasks_of(built, "val")
+    for task in tasks:
+        view = real_store.asof(task.date)
+        assert 10 <= len(task.pool) <= 30 and task.cash >= 0
+        assert set(task.cost_basis) == set(task.holdings) and len(task.holdings) <= 5
+        invested = sum(n * task.cost_basis[s] for s, n in task.holdings.items())
+        assert task.cash + invested == pytest.approx(1_000_000, abs=0.01)
+        for symbol, shares in task.holdings.items():
+            assert shares % 100 == 0 and shares >= (200 if board_of(symbol) is Board.STAR else 100)
+        for symbol in task.pool:
+            assert not view.is_suspended(symbol)
+            day = pd.Timestamp(task.date)
+            spans = members[members["symbol"] == symbol]
+            assert ((spans["start"] <= day) & (spans["end"] >= day)).any(), (symbol, task.date)
+    assert {len(t.holdings) for t in tasks} == set(range(6))
+    held = [(t.date, s, c) for t in tasks[::15] for s, c in t.cost_basis.items()][:8]
+    assert held
+    for day, symbol, cost in held:  # by hand: the raw close of the last traded day before T0
+        bars = real_table[(real_table["symbol"] == symbol) & (real_table["date"] < pd.Timestamp(day))]
+        assert cost == pytest.approx(bars[bars["volume"] > 0]["close"].iloc[-1], abs=1e-6)
+
+
+def test_the_same_seed_gives_the_same_bytes(built: Path, real_dataset: Path, tmp_path: Path) -> None:
+    build_tasks(real_dataset, tmp_path / "again", split=SHORT, seed=SEED, per_day=PER_DAY)
+    assert contents(tmp_path / "again") == contents(built)
+    build_tasks(real_dataset, tmp_path / "other", split=SHORT, seed=SEED + 1, per_day=PER_DAY)
+    assert (tmp_path / "other" / "train.jsonl").read_bytes() != (built / "train.jsonl").read_bytes()
+
+
+@pytest.mark.slow
+def test_prompts_ignore_the_future_the_ground_truth_does_not(
+    built: Path, real_table: pd.DataFrame, sample_data: Path, tmp_path: Path
+) -> None:
+    t0 = pd.Timestamp("2023-02-15")
+    members = read_instruments_file(sample_data / "csi300.txt")
+    table, new_members = perturb_future(real_table, members, t0, seed=3)
+    perturbed = write_dataset(
+        table, tmp_path / "perturbed", meta=DatasetMeta(source="perturbed"),
+        calendar=read_calendar_file(sample_data / "calendar.txt"), universes={"csi300": new_members},
+    )  # fmt: skip
+    build_tasks(perturbed, tmp_path / "out", split="train=2023-02-15:2023-02-28", seed=SEED, per_day=PER_DAY)
+    day = f"{t0:%Y-%m-%d}"
+    original = [r for r in rows(built, "train") if r["extra_info"]["task_id"].startswith(f"train-{day}-")]
+    changed = [r for r in rows(tmp_path / "out", "train") if r["extra_info"]["task_id"].startswith(f"train-{day}-")]
+    assert len(original) == len(changed) == PER_DAY
+    for before, after in zip(original, changed, strict=True):
+        assert after["prompt"] == before["prompt"] and after["extra_info"]["task"] == before["extra_info"]["task"]
+        assert after["reward_model"]["ground_truth"] != before["reward_model"]["ground_truth"]
+
+
+BAD_INPUTS = [
+    (["--split", "train=2023-01-01"], "is not NAME=START:END"),
+    (["--split", "train=2023-03-31:2023-01-01"], "ends before it starts"),
+    (["--split", "a=2023-01-01:2023-03-31,b=2023-03-01:2023-05-31"], "a (2023-01-01..2023-03-31) overlaps b"),
+    (["--split", "train=2031-01-01:2031-12-31"], "has no trading day with its T+3 inside it"),
+    (["--pool-size", "30-10"], "want 1 <= MIN <= MAX"),
+    (["--pool-size", "ten"], "is not N or MIN-MAX"),
+    (["--pool-size", "400"], "exceeds csi300's size"),
+    (["--per-day", "0"], "--per-day 0: want at least 1"),
+    (["--universe", "csi999"], "unknown universe 'csi999' (known: all, csi300)"),
+    (["--data", "no-such-dataset"], "no-such-dataset is not a dataset"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUTS, ids=[m for _, m in BAD_INPUTS])
+def test_bad_inputs_are_one_line_errors_that_leave_out_alone(
+    args: list[str], message: str, built: Path, real_dataset: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(built, out)
+    before = contents(out)
+    base = ["data", "tasks", "--data", str(real_dataset), "--out", str(out), "--split", SHORT]
+    run = run_trade(*base, *args, cwd=tmp_path)  # a repeated option: the last one wins
+    errors = [line for line in run.err.splitlines() if line.startswith("error:")]
+    assert run.code == 2 and len(errors) == 1 and message in errors[0], run.err
+    assert "Traceback" not in run.err
+    assert contents(out) == before and [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_failed_write_leaves_out_alone(
+    built: Path, real_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(built, out)
+    before = contents(out)
+    write_split = tasks_module.write_split
+
+    def fail_on_val(folder: Path, name: str, samples: list[tasks_module.Sample]) -> None:
+        if name == "val":
+            raise OSError("disk full")
+        write_split(folder, name, samples)
+
+    monkeypatch.setattr(tasks_module, "write_split", fail_on_val)
+    with pytest.raises(OSError, match="disk full"):
+        build_tasks(real_dataset, out, split=SHORT, seed=SEED + 1)
+    assert contents(out) == before and [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_folder_that_is_not_a_tasks_folder_is_not_replaced(real_dataset: Path, tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    with pytest.raises(TradeError, match="is not a tasks folder"):
+        build_tasks(real_dataset, tmp_path, split=SHORT)
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def test_cli_builds_and_shows_stats(real_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tasks"
+    run = run_trade("data", "tasks", "--data", str(real_dataset), "--out", str(out), "--split", SHORT,
+                    "--pool-size", "20", "--seed", "3")  # fmt: skip
+    assert run.code == 0, run.err
+    assert "real market data" in run.out and "train       56 tasks on 56 days, T0 2023-01-03 .. 2023-03-28" in run.out
+    run = run_trade("data", "tasks", "--stats", str(out))
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert lines[0].startswith(f"tasks {out}  [real market data;") and "pool 20-20, 1 per day" in lines[0]
+    [train] = [line for line in lines if line.startswith("train ")]
+    assert "56  2023-01-03 .. 2023-03-28  20/20/20" in train
+    assert sum(int(part.split(":")[1]) for part in train.split("%")[-1].split()) == 56  # holdings counts
+    stats = task_stats(out)
+    assert [s.tasks for s in stats.splits] == [56, 32] and all(0 < c <= 1 for c in stats.splits[0].cash_shares)
+
+
+def test_stats_of_a_bad_folder_is_one_line(tmp_path: Path) -> None:
+    run = run_trade("data", "tasks", "--stats", str(tmp_path))
+    assert run.code == 2 and run.err.strip() == (
+        f"error: {tmp_path} is not a tasks folder (no manifest.json) (build one with `trade data tasks`)"
+    )
+    (tmp_path / "manifest.json").write_text("{}")
+    with pytest.raises(TradeError, match="is not a tasks manifest"):
+        task_stats(tmp_path)
+
+
+def test_a_synthetic_dataset_is_flagged(tmp_path: Path) -> None:
+    data = write_synthetic_market(tmp_path / "synth", symbols=40, start="2023-01-01", end="2023-06-30")
+    split = "train=2023-01-01:2023-04-30,val=2023-05-01:2023-06-30"
+    summary = build_tasks(data, tmp_path / "out", split=split, pool_size="5-15")
+    assert summary.manifest.synthetic and "SYNTHETIC" in summary.to_text()
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["synthetic"] is True
+    assert "SYNTHETIC" in task_stats(tmp_path / "out").to_text()
+    assert all("【合成数据】" in row["prompt"][0]["content"] for row in rows(tmp_path / "out", "val"))
