@@ -69,6 +69,9 @@ def test_r_outcome_by_hand(real_store: MarketStore, real_table) -> None:  # type
     # the dataset stores adjusted prices as float32 (Qlib's format): returns agree to ~1e-7
     assert result.r_orig == pytest.approx(r_orig, abs=2e-7) and result.r_new == pytest.approx(r_new, abs=2e-7)
     assert result.r_outcome == pytest.approx(r_new - r_orig, abs=2e-7)
+    for k, d in enumerate(days):  # the per-horizon path a drawdown-style scheme can use
+        assert result.path_new[k] == pytest.approx(value(day.cash, 4000, 100, d) / base - 1, abs=2e-7)
+        assert result.path_orig[k] == pytest.approx(value(500_000, 10_000, 0, d) / base - 1, abs=2e-7)
     fees = day.costs_paid()
     assert fees > 0 and day.cash < 500_000 + 6000 * 11.57 - 100 * maotai_t0.close  # fees were paid out of cash
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from trade_core.errors import TradeError
 from trade_reward.forward import GroundTruth
@@ -28,23 +28,28 @@ class Outcome(BaseModel):
     status: str
     valid_calls: int
     stopped: bool
+    path_new: list[float] = Field(default_factory=list, description="V(T+k)/V0 - 1 of the final portfolio, k = 1..K")
+    path_orig: list[float] = Field(default_factory=list, description="the same for the original portfolio")
 
 
-def portfolio_return(
-    cash: float, shares: Mapping[str, int], truth: GroundTruth, base: float, weights: Sequence[float]
-) -> float:
-    """Weighted forward return of a portfolio held from the T0 close, relative to ``base``."""
-    if len(weights) != len(truth.horizon_dates):
-        raise TradeError(f"{len(weights)} weights for {len(truth.horizon_dates)} horizons")
-    total = 0.0
-    for k, weight in enumerate(weights):
+def portfolio_path(cash: float, shares: Mapping[str, int], truth: GroundTruth, base: float) -> list[float]:
+    """``V(T+k) / base - 1`` for each horizon k of a portfolio held from the T0 close."""
+    path = []
+    for k in range(len(truth.horizon_dates)):
         value = cash
         for symbol, count in shares.items():
             if symbol not in truth.growth:
                 raise TradeError(f"ground truth has no forward prices for {symbol}")
             value += count * truth.close[symbol] * truth.growth[symbol][k]
-        total += weight * (value / base - 1.0)
-    return total
+        path.append(value / base - 1.0)
+    return path
+
+
+def weighted(path: Sequence[float], weights: Sequence[float]) -> float:
+    """R = sum_k w_k * path_k."""
+    if len(weights) != len(path):
+        raise TradeError(f"{len(weights)} weights for {len(path)} horizons")
+    return sum(w * r for w, r in zip(weights, path, strict=True))
 
 
 def outcome(episode: Episode, truth: GroundTruth, weights: Sequence[float] = DEFAULT_WEIGHTS) -> Outcome:
@@ -54,8 +59,9 @@ def outcome(episode: Episode, truth: GroundTruth, weights: Sequence[float] = DEF
     base = episode.value_before
     if base <= 0:
         raise TradeError(f"task {episode.task.task_id} starts with no capital", hint="give it cash or holdings")
-    r_orig = portfolio_return(episode.task.cash, episode.task.holdings, truth, base, weights)
-    r_new = portfolio_return(episode.cash, episode.final_holdings(), truth, base, weights)
+    path_orig = portfolio_path(episode.task.cash, episode.task.holdings, truth, base)
+    path_new = portfolio_path(episode.cash, episode.final_holdings(), truth, base)
+    r_orig, r_new = weighted(path_orig, weights), weighted(path_new, weights)
     return Outcome(
         r_new=r_new,
         r_orig=r_orig,
@@ -63,4 +69,6 @@ def outcome(episode: Episode, truth: GroundTruth, weights: Sequence[float] = DEF
         status=episode.status,
         valid_calls=episode.tool_calls - episode.tool_errors,
         stopped=episode.status == "stopped",
+        path_new=path_new,
+        path_orig=path_orig,
     )

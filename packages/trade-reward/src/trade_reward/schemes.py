@@ -10,7 +10,7 @@ import functools
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from trade_core.errors import TradeError
 from trade_core.plugins import TradePluginManager, collect, get_manager
@@ -57,8 +57,13 @@ class RewardScheme(ABC):
     def __init__(self, **settings: Any) -> None:
         try:
             self.settings = self.Settings(**settings)
-        except ValueError as error:
-            raise TradeError(f"bad settings for reward scheme '{self.name}': {error}") from None
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "settings"
+            valid = ", ".join(self.Settings.model_fields)
+            raise TradeError(
+                f"bad settings for reward scheme '{self.name}': {where}: {first['msg']}", hint=f"settings: {valid}"
+            ) from None
 
     @abstractmethod
     def score(self, outcome: Outcome) -> Reward: ...
