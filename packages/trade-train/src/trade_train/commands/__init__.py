@@ -1,0 +1,1 @@
+"""``trade train`` and ``trade model``: one module per command group, imported when used."""

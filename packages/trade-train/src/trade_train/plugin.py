@@ -1,0 +1,37 @@
+"""trade-train's built-in plugin: its hookspecs, the verl-grpo trainer, ``trade train`` and ``trade model``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import click
+import pluggy
+
+from trade_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from trade_train.trainer import Trainer
+
+
+@hookimpl
+def trade_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    from trade_train import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@hookimpl
+def trade_register_trainers(register: Callable[[Trainer], None]) -> None:
+    from trade_train.verl_grpo.trainer import VerlGRPO
+
+    register(VerlGRPO())
+
+
+@hookimpl
+def trade_register_commands(register: Callable[[click.Command], None]) -> None:
+    from trade_train.commands.model import model_group
+    from trade_train.commands.train import train_group
+
+    register(train_group)
+    register(model_group)

@@ -1,0 +1,84 @@
+"""`trade train`: the run folder, the resolved command, and verl's own validation of the composed config."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from trade_core.testing import run_trade
+
+needs_verl = pytest.mark.skipif(
+    importlib.util.find_spec("verl") is None, reason="verl 0.9.1 not installed (tox -e verl)"
+)
+
+
+@pytest.fixture(scope="module")
+def tasks(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from trade_reward.tasks import build_tasks
+
+    out = tmp_path_factory.mktemp("tasks") / "tasks"
+    build_tasks(real_dataset, out, split="train=2024-06-03:2024-06-28,val=2024-07-08:2024-07-31", pool_size="10-12")
+    return out
+
+
+def test_help_works_without_verl() -> None:
+    run = run_trade("train", "--help")
+    assert run.code == 0 and "--dry-run" in run.out and "Hydra overrides" in run.out
+    assert run_trade("train", "export", "--help").code == 0
+
+
+def test_missing_arguments_and_unknown_names_are_one_line(tasks: Path, tmp_path: Path) -> None:
+    run_dir = ["--run-dir", str(tmp_path / "run")]
+    for args, expected in [
+        (run_dir, "--model and --tasks are required"),
+        (["--model", "m", "--tasks", str(tmp_path), *run_dir], "has no train.parquet"),
+        (["--model", "m", "--tasks", str(tasks), "--trainer", "ppo-magic", *run_dir], "unknown trainer 'ppo-magic'"),
+        (["--model", "m", "--tasks", str(tasks), "--reward", "sharpe", *run_dir], "unknown reward scheme 'sharpe'"),
+        (["export", str(tmp_path), "--out", str(tmp_path / "hf")], "holds no verl checkpoint"),
+    ]:
+        run = run_trade("train", *args)
+        assert run.code == 2 and expected in run.err and len(run.err.strip().splitlines()) == 1, (args, run.err)
+    assert not (tmp_path / "run").exists()  # nothing written for a run that was refused
+
+
+@needs_verl
+@pytest.mark.parametrize("device", ["npu", "gpu"])
+def test_dry_run_composes_a_config_verl_accepts(device: str, tasks: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / f"run-{device}"
+    run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--device", device,
+                    "--run-dir", str(run_dir), "--dry-run", "--", "trainer.total_epochs=2")  # fmt: skip
+    assert run.code == 0, run.err
+    assert "dry run: config valid; nothing launched" in run.out
+    summary = json.loads(run.out[run.out.index("{") : run.out.rindex("}") + 1])
+    assert summary["algorithm"] == "grpo" and summary["gpus"] == 8 and summary["agent_loop"] == "trading_agent"
+    assert summary["device"] == ("npu" if device == "npu" else "cuda")
+    assert "format=hermes" in summary["rollout"]
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "agent_loops.yaml",
+        "command.sh",
+        "env.json",
+        "spec.json",
+        "tools.yaml",
+    ]
+    command = (run_dir / "command.sh").read_text()
+    assert "verl.trainer.main_ppo" in command and "trainer.total_epochs=2" in command
+    assert ("HCCL_CONNECT_TIMEOUT=1500" in command) == (device == "npu")
+
+
+@needs_verl
+def test_verl_rejects_a_wrong_override_in_one_line(tasks: Path, tmp_path: Path) -> None:
+    run = run_trade("train", "--model", "Qwen/Qwen3.5-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"),
+                    "--dry-run", "--", "trainer.no_such_key=1")  # fmt: skip
+    assert run.code == 2 and "verl rejects the config" in run.err and len(run.err.strip().splitlines()) == 1
+    assert "multi_turn.format=qwen3_coder" in (tmp_path / "r" / "command.sh").read_text()  # Qwen3.5 -> XML tool calls
+
+
+@pytest.mark.skipif(importlib.util.find_spec("verl") is not None, reason="checks the light install, without verl")
+def test_dry_run_without_verl_writes_the_plan_and_says_what_to_install(tasks: Path, tmp_path: Path) -> None:
+    run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"),
+                    "--dry-run")  # fmt: skip
+    assert run.code == 2 and run.err.strip().startswith("error: verl is not installed here")
+    assert "verl.trainer.main_ppo" in run.out and (tmp_path / "r" / "tools.yaml").is_file()
