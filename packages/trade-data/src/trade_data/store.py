@@ -290,6 +290,12 @@ class PointInTimeView:
             raise DatasetError(f"{symbol} has no bar up to {self.date}")
         return float(bars.close[-1])
 
+    def previous_close(self, symbol: str) -> float | None:
+        """Raw close of the last traded day before T0 (a cost basis for holdings); None if there is none."""
+        bars = self.window(symbol, 2, adjusted=False)
+        before = bars.close[bars.dates < np.datetime64(self.date)]
+        return float(before[-1]) if before.size else None
+
     def series(self, symbol: str, name: str = "close", *, adjusted: bool = True) -> np.ndarray:
         """One field over every calendar day up to T0 (NaN when not traded), for index-style maths."""
         j = self._column(symbol)

@@ -217,13 +217,6 @@ def tradable(view: PointInTimeView, universe: str) -> list[str]:
     return [s for s in view.members(universe) if board_of(s) is not Board.INDEX and not view.is_suspended(s)]
 
 
-def previous_close(view: PointInTimeView, symbol: str) -> float | None:
-    """Raw close of the last traded day before T0: the starting cost basis; None on a first trading day."""
-    bars = view.window(symbol, 2, adjusted=False)
-    before = bars.close[bars.dates < np.datetime64(view.date)]
-    return float(before[-1]) if before.size else None
-
-
 def whole_lots(budget: float, price: float, symbol: str, rules: ExecutionRules) -> int:
     """Shares for ``budget`` in lots, at least one minimum order if that stays within the largest weight."""
     minimum = rules.star_min_shares if board_of(symbol) is Board.STAR else rules.lot_size
@@ -234,10 +227,10 @@ def whole_lots(budget: float, price: float, symbol: str, rules: ExecutionRules) 
 
 
 def draw_holdings(
-    view: PointInTimeView, pool: list[str], rng: np.random.SamplerSettings, rules: ExecutionRules
+    view: PointInTimeView, pool: list[str], rng: np.random.Generator, rules: ExecutionRules
 ) -> tuple[dict[str, int], dict[str, float]]:
     """(shares, cost basis) of 0..MAX_HOLDINGS pool stocks, each WEIGHT_RANGE of the capital."""
-    prices = {s: p for s in pool if (p := previous_close(view, s)) is not None}
+    prices = {s: p for s in pool if (p := view.previous_close(s)) is not None}
     count = int(rng.integers(0, min(MAX_HOLDINGS, len(prices)) + 1))
     chosen = sorted(rng.choice(sorted(prices), size=count, replace=False).tolist())
     weights = rng.uniform(*WEIGHT_RANGE, size=count)
@@ -250,7 +243,7 @@ def draw_holdings(
 
 
 def draw_task(
-    view: PointInTimeView, task_id: str, rng: np.random.SamplerSettings, universe: str, pool_size: tuple[int, int]
+    view: PointInTimeView, task_id: str, rng: np.random.Generator, universe: str, pool_size: tuple[int, int]
 ) -> Task | None:
     """One seeded sample for T0; None when no universe stock traded that day."""
     candidates = tradable(view, universe)

@@ -12,7 +12,6 @@ import datetime as dt
 import json
 from typing import Any, Literal
 
-import numpy as np
 import structlog
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
@@ -91,7 +90,7 @@ class Episode(BaseModel):
         for symbol, shares in task.holdings.items():
             if shares <= 0:
                 raise TradeError(f"task {task.task_id}: holding {symbol} has {shares} shares", hint="use > 0")
-            cost = task.cost_basis.get(symbol) or _previous_close(view, symbol)
+            cost = task.cost_basis.get(symbol) or view.previous_close(symbol) or view.last_close(symbol)
             positions[symbol] = Position(symbol=symbol, shares=shares, sellable=shares, cost=cost)
         episode = cls(
             task=task,
@@ -210,13 +209,6 @@ class Episode(BaseModel):
             {"role": "system", "content": prompts.system(self)},
             {"role": "user", "content": prompts.user(self)},
         ]
-
-
-def _previous_close(view: PointInTimeView, symbol: str) -> float:
-    bars = view.window(symbol, 2, adjusted=False)
-    if len(bars) == 2 and bars.dates[-1] == np.datetime64(view.date):
-        return float(bars.close[-2])
-    return float(bars.close[-1])
 
 
 def _explain(error: ValidationError) -> str:
