@@ -10,37 +10,18 @@ window to the left by itself) and its default in-memory cache. Times are p50 / p
 
 from __future__ import annotations
 
-import argparse
-import os
-import platform
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import _common as common
 import numpy as np
 
 if TYPE_CHECKING:
     from trade_data.store import PointInTimeView
 
-HERE = Path(__file__).resolve().parent
 POOL = 30
 FACTORS = ("KMID", "ROC20", "STD20", "RSQR60", "CORR20")
-
-
-def percentiles(samples_ns: list[int]) -> tuple[float, float]:
-    us = np.array(samples_ns) / 1e3
-    return float(np.percentile(us, 50)), float(np.percentile(us, 99))
-
-
-def timed(calls: list[Callable[[], object]]) -> list[int]:
-    samples = []
-    for call in calls:
-        start = time.perf_counter_ns()
-        call()
-        samples.append(time.perf_counter_ns() - start)
-    return samples
 
 
 def bench_factor(
@@ -55,12 +36,12 @@ def bench_factor(
     need = lookback(node) + 1
     calls = list(zip(views, pools, strict=True))
     read = [columns_at(v, p, rows=need) for v, p in calls]
-    engine = timed([lambda c=c: value_at_t0(node, c) for c in read])
-    tool = timed([lambda v=v, p=p: value_at_t0(node, columns_at(v, p, rows=need)) for v, p in calls])
-    theirs = timed(
+    engine = common.timed([lambda c=c: value_at_t0(node, c) for c in read])
+    tool = common.timed([lambda v=v, p=p: value_at_t0(node, columns_at(v, p, rows=need)) for v, p in calls])
+    theirs = common.timed(
         [lambda v=v, p=p: D.features(p, [text], start_time=v.date, end_time=v.date) for v, p in calls[:qlib_calls]]
     )
-    (e50, e99), (t50, t99), (q50, q99) = map(percentiles, (engine, tool, theirs))
+    (e50, e99), (t50, t99), (q50, q99) = map(common.percentiles, (engine, tool, theirs))
     return (
         f"{name} `{text}`", f"{e50:,.0f} / {e99:,.0f}", f"{t50:,.0f} / {t99:,.0f}",
         f"{q50:,.0f} / {q99:,.0f}", f"{q50 / t50:,.0f}x",
@@ -68,28 +49,18 @@ def bench_factor(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=Path(os.environ.get("TRADE_SAMPLE_DATA", HERE.parent.parent / "shared/data/cn-csi300")),
-    )
+    parser = common.parser(__doc__)
     parser.add_argument("--calls", type=int, default=2000, help="calls per factor through our engine")
     parser.add_argument("--qlib-calls", type=int, default=100, help="calls per factor through D.features")
-    parser.add_argument("--write", type=Path, help="also write the markdown table to this file")
     args = parser.parse_args()
 
     import qlib
     from qlib.contrib.data.loader import Alpha158DL
 
-    from trade_data.importer import import_table
     from trade_data.store import MarketStore
 
     with tempfile.TemporaryDirectory() as tmp:
-        dataset = import_table(
-            args.data / "daily.parquet", Path(tmp) / "cn", calendar_file=args.data / "calendar.txt",
-            universe_files={"csi300": args.data / "csi300.txt"},
-        )  # fmt: skip
+        dataset = common.import_sample(args.data, Path(tmp) / "cn")
         store = MarketStore.load(dataset)
         qlib.init(provider_uri=str(dataset), region="cn", kernels=1)
         rng = np.random.default_rng(0)
@@ -100,19 +71,11 @@ def main() -> None:
         rows = [bench_factor(name, texts[name], views, pools, args.qlib_calls) for name in FACTORS]
 
     header = (
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"{POOL}-stock pools at random T0s, {args.calls:,} calls per factor for ours, {args.qlib_calls} for "
-        "D.features; times in us, p50 / p99 per call; ratio = D.features p50 / tool path p50."
+        f"{common.machine()}; {POOL}-stock pools at random T0s, {args.calls:,} calls per factor for ours, "
+        f"{args.qlib_calls} for D.features; times in us, p50 / p99 per call; ratio = D.features p50 / tool path p50."
     )
-    table = [
-        "| factor | value_at_t0 | columns_at + value_at_t0 | qlib D.features | ratio |",
-        "| --- | --- | --- | --- | --- |",
-        *(f"| {' | '.join(row)} |" for row in rows),
-    ]
-    text = header + "\n\n" + "\n".join(table) + "\n"
-    print(text)
-    if args.write:
-        args.write.write_text(text)
+    columns = ["factor", "value_at_t0", "columns_at + value_at_t0", "qlib D.features", "ratio"]
+    common.report(header, columns, rows, args.write)
 
 
 if __name__ == "__main__":

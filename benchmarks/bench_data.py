@@ -9,36 +9,18 @@ in-memory cache. Times are wall-clock per call on this machine, single process.
 
 from __future__ import annotations
 
-import argparse
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+import _common as common
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
 POOL = 30
 WINDOW = 20
-
-
-def percentiles(samples_ns: list[int]) -> tuple[float, float]:
-    us = np.array(samples_ns) / 1e3
-    return float(np.percentile(us, 50)), float(np.percentile(us, 99))
-
-
-def timed(calls: list[Callable[[], object]]) -> list[int]:
-    samples = []
-    for call in calls:
-        start = time.perf_counter_ns()
-        call()
-        samples.append(time.perf_counter_ns() - start)
-    return samples
 
 
 def load_in_fresh_process(dataset: Path) -> tuple[float, float, float]:
@@ -57,21 +39,14 @@ def load_in_fresh_process(dataset: Path) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=Path(os.environ.get("TRADE_SAMPLE_DATA", HERE.parent.parent / "shared/data/cn-csi300")),
-    )
+    parser = common.parser(__doc__)
     parser.add_argument("--calls", type=int, default=20000, help="calls per MarketStore read")
     parser.add_argument("--qlib-calls", type=int, default=300, help="calls per D.features read")
-    parser.add_argument("--write", type=Path, help="also write the markdown table to this file")
     args = parser.parse_args()
 
     import qlib
     from qlib.data import D
 
-    from trade_data.importer import import_table
     from trade_data.store import MarketStore
     from trade_data.summary import market_summary
 
@@ -81,10 +56,7 @@ def main() -> None:
         for attempt in range(2):
             dataset = Path(tmp) / f"cn{attempt}"
             start = time.perf_counter()
-            import_table(
-                args.data / "daily.parquet", dataset, calendar_file=args.data / "calendar.txt",
-                universe_files={"csi300": args.data / "csi300.txt"},
-            )  # fmt: skip
+            common.import_sample(args.data, dataset)
             imports.append(time.perf_counter() - start)
         rows.append(("import daily.parquet (994,746 rows) -> Qlib dir", f"{min(imports):.2f} s", "-", "-"))
 
@@ -106,14 +78,14 @@ def main() -> None:
         pools = [list(rng.choice(members[i % 1000], POOL, replace=False)) for i in range(min(args.calls, 5000))]
 
         ours = {
-            "asof(T0) view": timed([lambda d=d: store.asof(d) for d in picks]),
-            f"{WINDOW}-day window, one symbol": timed(
+            "asof(T0) view": common.timed([lambda d=d: store.asof(d) for d in picks]),
+            f"{WINDOW}-day window, one symbol": common.timed(
                 [lambda v=v, s=s: v.window(s, WINDOW) for v, s in zip(views, symbols, strict=True)]
             ),
-            f"cross-section, {POOL}-stock pool": timed(
+            f"cross-section, {POOL}-stock pool": common.timed(
                 [lambda v=v, p=p: v.cross_section(p) for v, p in zip(views, pools, strict=False)]
             ),
-            "market summary": timed([lambda v=v: market_summary(v) for v in views[:2000]]),
+            "market summary": common.timed([lambda v=v: market_summary(v) for v in views[:2000]]),
         }
 
         qlib.init(provider_uri=str(dataset), region="cn", kernels=1)
@@ -136,37 +108,28 @@ def main() -> None:
             return D.features(universe, ["$close", "Ref($close, 1)"], start_time=cal[t], end_time=cal[t])
 
         theirs = {
-            f"{WINDOW}-day window, one symbol": timed(
+            f"{WINDOW}-day window, one symbol": common.timed(
                 [lambda v=v, s=s: q_window(v, s) for v, s in zip(views[:n], symbols[:n], strict=True)]
             ),
-            f"cross-section, {POOL}-stock pool": timed(
+            f"cross-section, {POOL}-stock pool": common.timed(
                 [lambda v=v, p=p: q_section(v, p) for v, p in zip(views[:n], pools[:n], strict=True)]
             ),
-            "market summary": timed([lambda v=v: q_summary(v) for v in views[: max(5, n // 10)]]),
+            "market summary": common.timed([lambda v=v: q_summary(v) for v in views[: max(5, n // 10)]]),
         }
         for name, samples in ours.items():
-            p50, p99 = percentiles(samples)
+            p50, p99 = common.percentiles(samples)
             if name in theirs:
-                q50, q99 = percentiles(theirs[name])
+                q50, q99 = common.percentiles(theirs[name])
                 ratio = f"{q50 / p50:,.0f}x"
                 rows.append((name, f"{p50:,.1f} / {p99:,.1f} us", f"{q50:,.0f} / {q99:,.0f} us", ratio))
             else:
                 rows.append((name, f"{p50:,.1f} / {p99:,.1f} us", "-", "-"))
 
     header = (
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"{args.calls:,} calls per MarketStore read, {args.qlib_calls} per D.features read; "
+        f"{common.machine()}; {args.calls:,} calls per MarketStore read, {args.qlib_calls} per D.features read; "
         "times are p50 / p99 per call, ratio = D.features p50 / MarketStore p50."
     )
-    table = [
-        "| what | trade-data | qlib D.features | ratio |",
-        "| --- | --- | --- | --- |",
-        *(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows),
-    ]
-    text = header + "\n\n" + "\n".join(table) + "\n"
-    print(text)
-    if args.write:
-        args.write.write_text(text)
+    common.report(header, ["what", "trade-data", "qlib D.features", "ratio"], rows, args.write)
 
 
 if __name__ == "__main__":

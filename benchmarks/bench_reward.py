@@ -6,29 +6,19 @@
 
 from __future__ import annotations
 
-import argparse
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
+import _common as common
 import numpy as np
-
-HERE = Path(__file__).resolve().parent
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=Path(os.environ.get("TRADE_SAMPLE_DATA", HERE.parent.parent / "shared/data/cn-csi300")),
-    )
+    parser = common.parser(__doc__)
     parser.add_argument("--episodes", type=int, default=10_000)
     args = parser.parse_args()
 
-    from trade_data.importer import import_table
     from trade_data.store import MarketStore
     from trade_reward.forward import ground_truth
     from trade_reward.outcome import outcome
@@ -38,12 +28,7 @@ def main() -> None:
     from trade_tools.tasks import day_task
 
     with tempfile.TemporaryDirectory() as tmp:
-        dataset = import_table(
-            args.data / "daily.parquet",
-            Path(tmp) / "cn",
-            calendar_file=args.data / "calendar.txt",
-            universe_files={"csi300": args.data / "csi300.txt"},
-        )
+        dataset = common.import_sample(args.data, Path(tmp) / "cn")
         store = MarketStore.load(dataset)
         rng = np.random.default_rng(0)
         episodes, truths = [], []
@@ -73,15 +58,16 @@ def main() -> None:
     n = args.episodes
     values, counts = np.unique(scores, return_counts=True)
     distribution = {float(v): int(c) for v, c in zip(values, counts, strict=True)}
-    print(
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores (one used), Python {platform.python_version()}; "
-        f"{n:,} finished episodes on random real days (2 buys, 1 sell, stop), bucketed scheme.\n\n"
-        "| what | total | per episode |\n| --- | --- | --- |\n"
-        f"| outcome + scheme from Episode objects | {objects:.3f} s | {objects / n * 1e6:.1f} us |\n"
-        f"| verl compute_score (parses Episode + ground-truth JSON) | {through_json:.3f} s "
-        f"| {through_json / n * 1e6:.1f} us |\n"
-        f"\nscore distribution: {distribution}"
+    header = (
+        f"{common.machine()} (one used); {n:,} finished episodes on random real days (2 buys, 1 sell, stop), "
+        f"bucketed scheme; score distribution: {distribution}"
     )
+    rows = [
+        ("outcome + scheme from Episode objects", f"{objects:.3f} s", f"{objects / n * 1e6:.1f} us"),
+        ("verl compute_score (parses Episode + ground-truth JSON)", f"{through_json:.3f} s",
+         f"{through_json / n * 1e6:.1f} us"),
+    ]  # fmt: skip
+    common.report(header, ["what", "total", "per episode"], rows, args.write)
 
 
 if __name__ == "__main__":

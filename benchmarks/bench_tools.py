@@ -8,17 +8,14 @@ Single process, one core; random real days (2019-2025) and random pools of 20 cs
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
+import _common as common
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
 INDICATORS = ["MA5", "MA20", "MACD_DIF", "RSI_14", "VOL_20", "BOLL_UPPER"]
 # what the reference computes per get_price_data call, as Qlib expressions
 REFERENCE_FIELDS = [
@@ -35,34 +32,16 @@ REFERENCE_FIELDS = [
 ]
 
 
-def p50_p99(samples: list[int]) -> tuple[float, float]:
-    us = np.array(samples) / 1e3
-    return float(np.percentile(us, 50)), float(np.percentile(us, 99))
-
-
-def timed(calls) -> list[int]:  # type: ignore[no-untyped-def]
-    out = []
-    for call in calls:
-        start = time.perf_counter_ns()
-        call()
-        out.append(time.perf_counter_ns() - start)
-    return out
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    default = Path(os.environ.get("TRADE_SAMPLE_DATA", HERE.parent.parent / "shared/data/cn-csi300"))
-    parser.add_argument("--data", type=Path, default=default)
+    parser = common.parser(__doc__)
     parser.add_argument("--calls", type=int, default=5000, help="calls per tool")
     parser.add_argument("--episodes", type=int, default=2000, help="scripted episodes")
     parser.add_argument("--qlib-calls", type=int, default=200)
-    parser.add_argument("--write", type=Path, help="also write the markdown table to this file")
     args = parser.parse_args()
 
     import qlib
     from qlib.data import D
 
-    from trade_data.importer import import_table
     from trade_data.store import MarketStore
     from trade_tools.episode import Episode
     from trade_tools.indicators import indicator_table
@@ -70,12 +49,7 @@ def main() -> None:
 
     rows: list[tuple[str, str, str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        dataset = import_table(
-            args.data / "daily.parquet",
-            Path(tmp) / "cn",
-            calendar_file=args.data / "calendar.txt",
-            universe_files={"csi300": args.data / "csi300.txt"},
-        )
+        dataset = common.import_sample(args.data, Path(tmp) / "cn")
         store = MarketStore.load(dataset)
         start = time.perf_counter()
         indicator_table(store)
@@ -101,16 +75,20 @@ def main() -> None:
             for i in range(args.calls)
         ]
         ours = {
-            "get_price_data (6 indicators)": timed([lambda e=e, a=a: e.call("get_price_data", a) for e, a in price]),
-            "get_macro_indicators": timed([lambda e=e, a=a: e.call("get_macro_indicators", a) for e, a in macro]),
-            "compute_alpha_factor (ROC20, 20 stocks)": timed(
+            "get_price_data (6 indicators)": common.timed(
+                [lambda e=e, a=a: e.call("get_price_data", a) for e, a in price]
+            ),
+            "get_macro_indicators": common.timed(
+                [lambda e=e, a=a: e.call("get_macro_indicators", a) for e, a in macro]
+            ),
+            "compute_alpha_factor (ROC20, 20 stocks)": common.timed(
                 [lambda e=e, a=a: e.call("compute_alpha_factor", a) for e, a in alpha]
             ),
         }
         # TakeAction on fresh episodes so orders keep filling; refused ones are equally fast paths
         fresh = [Episode.start(tasks[i % 200], store) for i in range(args.calls)]
         orders = [json.dumps({"type": "buy", "symbol": e.task.pool[0], "amount": 100}) for e in fresh]
-        ours["TakeAction (buy)"] = timed(
+        ours["TakeAction (buy)"] = common.timed(
             [lambda e=e, a=a: e.call("TakeAction", a) for e, a in zip(fresh, orders, strict=True)]
         )
 
@@ -149,16 +127,18 @@ def main() -> None:
             D.features(episode.task.pool, ["$close/Ref($close,20)-1"], start_time=cal[max(0, t - 60)], end_time=cal[t])
 
         theirs = {
-            "get_price_data (6 indicators)": timed(
+            "get_price_data (6 indicators)": common.timed(
                 [lambda e=e, s=s: reference_price(e, s) for e, s in map(pick, range(n))]
             ),
-            "get_macro_indicators": timed([lambda e=e: reference_macro(e) for e in episodes[:n]]),
-            "compute_alpha_factor (ROC20, 20 stocks)": timed([lambda e=e: reference_alpha(e) for e in episodes[:n]]),
+            "get_macro_indicators": common.timed([lambda e=e: reference_macro(e) for e in episodes[:n]]),
+            "compute_alpha_factor (ROC20, 20 stocks)": common.timed(
+                [lambda e=e: reference_alpha(e) for e in episodes[:n]]
+            ),
         }
         for name, samples in ours.items():
-            p50, p99 = p50_p99(samples)
+            p50, p99 = common.percentiles(samples)
             if name in theirs:
-                q50, q99 = p50_p99(theirs[name])
+                q50, q99 = common.percentiles(theirs[name])
                 rows.append((name, f"{p50:,.0f} / {p99:,.0f} us", f"{q50:,.0f} / {q99:,.0f} us", f"{q50 / p50:,.0f}x"))
             else:
                 rows.append((name, f"{p50:,.0f} / {p99:,.0f} us", "-", "-"))
@@ -173,20 +153,11 @@ def main() -> None:
         )
 
     header = (
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores (one used), Python {platform.python_version()}; "
-        f"{args.calls:,} calls per tool, {args.qlib_calls} per D.features read, {args.episodes:,} scripted episodes; "
-        "p50 / p99 per call including argument parsing, validation and text formatting; "
-        "ratio = reference p50 / ours."
+        f"{common.machine()} (one used); {args.calls:,} calls per tool, {args.qlib_calls} per D.features read, "
+        f"{args.episodes:,} scripted episodes; p50 / p99 per call including argument parsing, validation and text "
+        "formatting; ratio = reference p50 / ours."
     )
-    table = [
-        "| what | trade-tools | reference (D.features per call) | ratio |",
-        "| --- | --- | --- | --- |",
-        *(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows),
-    ]
-    text = header + "\n\n" + "\n".join(table) + "\n"
-    print(text)
-    if args.write:
-        args.write.write_text(text)
+    common.report(header, ["what", "trade-tools", "reference (D.features per call)", "ratio"], rows, args.write)
 
 
 if __name__ == "__main__":
