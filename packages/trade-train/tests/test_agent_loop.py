@@ -40,9 +40,11 @@ from trade_data.store import MarketStore
 from trade_reward import verl as reward_module
 from trade_reward.tasks import build_tasks
 from trade_tools.episode import DEFAULT_TOOLS, Episode
+from trade_tools.trajectory import Message, read_trajectories
 from trade_train.tiny import build_tiny_model
 from trade_train.verl_grpo.agent_loop import TradingAgentLoop
 from trade_train.verl_grpo.files import agent_loops_yaml, tools_yaml
+from trade_train.verl_grpo.rollouts import step_metrics
 from trade_train.verl_grpo.tool import TradeTool
 
 TURNS = 4
@@ -196,6 +198,7 @@ def trajectories(out: DataProto) -> dict[str, dict[str, Any]]:
             "num_turns": int(out.non_tensor_batch["__num_turns__"][i]),
             "reward": {key: out.non_tensor_batch[key][i] for key in out.meta_info["reward_extra_keys"]},
             "rm_score": float(out.batch["rm_scores"][i].sum()),
+            "conversation": [Message.model_validate(m) for m in json.loads(out.non_tensor_batch["conversation"][i])],
         }
     return found
 
@@ -293,6 +296,12 @@ def test_each_trajectory_ends_as_its_replies_say(name: str, replayed: Replayed) 
     assert tool_text.count("<tool_response>") == tool_turns and answered in tool_text
     assert found["reward"]["failure"] == failure
     assert found["rm_score"] == pytest.approx(found["reward"]["score"])
+    # The conversation: the prompt, then each reply and the text each of its calls got.
+    conversation = found["conversation"]
+    assert [m.role for m in conversation[:2]] == ["system", "user"] and DAYS[name] in conversation[1].content
+    replies = [m for m in conversation if m.role == "assistant"]
+    assert len(replies) == turns and sum(m.role == "tool" for m in conversation) == calls
+    assert answered in "".join(m.content for m in conversation if m.role == "tool")
     if failure:
         assert found["reward"]["score"] == -3.0
     else:
@@ -317,6 +326,24 @@ def test_the_trades_reach_the_reward(replayed: Replayed, rows: dict[str, dict[st
         )
         assert trajectory["reward"] == pytest.approx(direct), day
     assert found[DAYS["trades"]]["reward"]["r_new"] != found[DAYS["trades"]]["reward"]["r_orig"]
+
+
+def test_the_conversation_keeps_reasoning_raw_arguments_and_unparsed_replies(replayed: Replayed) -> None:
+    found = trajectories(replayed.out)
+
+    def replies(name: str) -> list[Message]:
+        return [m for m in found[DAYS[name]]["conversation"] if m.role == "assistant"]
+
+    first = replies("trades")[0]
+    assert (first.reasoning_content, first.content) == ("先看大盘。", "")
+    assert first.tool_calls and first.tool_calls[0].function.name == "get_macro_indicators"
+    assert json.loads(first.tool_calls[0].function.arguments) == {"index": "SH000300"}
+    # verl's parser drops a call that is not JSON; the record keeps what the model wrote.
+    broken = replies("bad_json")[-1]
+    assert broken.tool_calls is None and '"arguments": {"symbol": }' in broken.content
+    assert replies("no_tool_call")[-1].content == "今天市场平稳，不调仓。"
+    cut = replies("token_budget")[-1]  # never parsed: the token budget ended the day first
+    assert cut.tool_calls is None and cut.reasoning_content and "<tool_call>" in cut.content
 
 
 def test_the_turn_budget_lets_every_reply_act(replayed: Replayed) -> None:
@@ -375,3 +402,87 @@ def test_the_loop_refuses_a_tool_text_limit_that_would_cut_our_texts(config: Dic
             hf_model_type="qwen3",
             tools=ToolListWrap(tools),
         )
+
+
+# -- a training step through TransferQueue, as verl's V1 trainer runs it ------------------------------
+
+
+@pytest.fixture(scope="module")
+def transfer_queue(config: DictConfig) -> Any:
+    """A local Ray and verl's TransferQueue (in-memory storage), started as verl's TaskRunner starts them."""
+    ray = pytest.importorskip("ray")
+    tq = pytest.importorskip("transfer_queue")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    settings = OmegaConf.merge(
+        config.transfer_queue, {"enable": True, "backend": {"SimpleStorage": {"num_data_storage_units": 1}}}
+    )
+    tq.init(settings)
+    yield tq
+    tq.close()
+    ray.shutdown()
+
+
+def test_a_step_through_transfer_queue_gives_the_metrics_and_records(
+    config: DictConfig, model_dir: Path, transfer_queue: Any, tmp_path: Path
+) -> None:
+    """verl's AgentLoopWorkerTQ runs 3 prompts x 2 rollouts into TransferQueue; the trainer-side code reads it."""
+    from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+
+    from trade_train.verl_grpo.verl_trainer import install, rollouts_in, write_step_trajectories
+
+    days = {"both_stop": "2024-06-05", "both_unknown_tool": "2024-06-07", "one_of_each": "2024-06-19"}
+    stop = call("TakeAction", {"type": "stop", "reasoning": "不调仓"})
+    server = ReplayServer(
+        AutoTokenizer.from_pretrained(model_dir),
+        {  # replies are shared by a day's two rollouts in the order they ask
+            days["both_stop"]: [stop],
+            days["both_unknown_tool"]: [call("get_news", {})],
+            days["one_of_each"]: [stop, "今天不调仓。<|im_end|>"],
+        },
+    )
+
+    async def run() -> None:
+        reward = PickledRayHandle(RewardLoopWorker(config))
+        worker = AgentLoopWorkerTQ.__ray_actor_class__(config, llm_client=server, reward_loop_worker_handles=[reward])
+        dataset = RLHFDataset([config.data.train_files], worker.tokenizer, config.data, processor=None)
+        for index in range(len(dataset)):
+            item = dataset[index]
+            day = json.loads(item["extra_info"]["task"])["date"]
+            if day in days.values():
+                prompt = {**item, "uid": f"uid-{day}", "global_steps": 1, "__rollout_n__": 2}
+                place = {"step": 1, "sample_index": index, "rollout_n": 0, "validate": False}
+                await worker._run_prompt(prompt, {"temperature": 1.0}, trajectory=place)
+
+    asyncio.run(run())
+    stored = transfer_queue.kv_list(partition_id="train")["train"]
+    keys = sorted(key for key, tag in stored.items() if tag.get("status") == "success")
+    assert len(keys) == 6 and all(key.endswith("_0") for key in keys)
+    batch = KVBatchMeta(partition_id="train", keys=keys, tags=[stored[key] for key in keys])
+
+    rollouts = rollouts_in(batch)
+    assert sorted({r.group for r in rollouts}) == sorted(f"uid-{day}" for day in days.values())
+    metrics = step_metrics(rollouts)
+    assert metrics["trade/zero_variance_groups"] == pytest.approx(2 / 3)
+    assert metrics["trade/stop_rate"] == pytest.approx(3 / 6)
+    assert metrics["trade/tool_error_rate"] == pytest.approx(8 / 11)  # 2 x 4 unknown-tool calls of 2 + 8 + 1
+    assert metrics["trade/status/truncated"] == pytest.approx(2 / 6)
+    assert metrics["trade/failure/no_valid_call"] == pytest.approx(3 / 6)  # the truncated days made no valid call
+    assert metrics["trade/reward/score/mean"] == pytest.approx((0 + 0 - 3 - 3 + 0 - 3) / 6)
+
+    path = write_step_trajectories(rollouts, tmp_path / "rollouts", 1, str(model_dir))
+    assert path == tmp_path / "rollouts" / "trajectories" / "1.jsonl"
+    records = list(read_trajectories(path))
+    assert [r.episode for r in records] == [r.episode for r in rollouts]
+    assert all(r.source == "verl" and r.reward and r.reward["step"] == 1 for r in records)
+    assert {r.messages[-1].content for r in records if r.episode.status == "failed"} == {"今天不调仓。"}
+
+    # The trainer classes verl picks by trainer.v1.trainer_mode all get the metrics once installed.
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from trade_train.verl_grpo.verl_trainer import TradingMetrics
+
+    install()
+    assert issubclass(get_trainer_cls("sync"), TradingMetrics) and issubclass(get_trainer_cls("sync"), PPOTrainerSync)
+    assert all(issubclass(get_trainer_cls(mode), TradingMetrics) for mode in ("colocate_async", "separate_async"))

@@ -64,7 +64,7 @@ def test_dry_run_composes_a_config_verl_accepts(device: str, tasks: Path, tmp_pa
         "tools.yaml",
     ]
     command = (run_dir / "command.sh").read_text()
-    assert "verl.trainer.main_ppo" in command and "trainer.total_epochs=2" in command
+    assert "trade_train.verl_grpo.main" in command and "trainer.total_epochs=2" in command
     assert ("HCCL_CONNECT_TIMEOUT=1500" in command) == (device == "npu")
 
 
@@ -81,4 +81,4 @@ def test_dry_run_without_verl_writes_the_plan_and_says_what_to_install(tasks: Pa
     run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"),
                     "--dry-run")  # fmt: skip
     assert run.code == 2 and run.err.strip().startswith("error: verl is not installed here")
-    assert "verl.trainer.main_ppo" in run.out and (tmp_path / "r" / "tools.yaml").is_file()
+    assert "trade_train.verl_grpo.main" in run.out and (tmp_path / "r" / "tools.yaml").is_file()

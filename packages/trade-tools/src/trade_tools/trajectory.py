@@ -1,6 +1,6 @@
 """The one trajectory format: the final Episode, the conversation and the reward breakdown, as JSONL.
 
-The backtest writes it, verl dumps are converted into it, and the dashboard, reward inspection and
+The backtest writes it, verl training writes it each step (``trade train``), and the dashboard, reward inspection and
 distillation read only it. ``version`` changes whenever a field changes meaning.
 """
 

@@ -5,13 +5,16 @@ every reply as a turn of it, ends the trajectory once ``TakeAction(stop)`` has r
 Episode ``truncated`` when the turn budget (``multi_turn.max_assistant_turns``) or the token budget
 (``response_length``) cuts the day short; a reply without a tool call ends the day unstopped. The final
 Episode goes into the output's ``extra_fields["episode"]`` as JSON, which verl's reward managers merge
-into ``extra_info`` for ``trade_reward.verl.compute_score``.
+into ``extra_info`` for ``trade_reward.verl.compute_score``; the conversation (the prompt, the replies with
+their raw tool-call arguments, the tool texts) goes into ``extra_fields["conversation"]`` for the
+Trajectory records the trainer writes each step.
 
 Private API of verl 0.9.1 this relies on (pin ``verl==0.9.1``; re-check when moving): the state
 handlers ``ToolAgentLoop._handle_generating_state`` and ``_handle_processing_tools_state``, the
 dispatcher ``ToolAgentLoop._call_tool``, the attribute ``max_assistant_turns`` (only read by
 ``_handle_generating_state``), ``AgentData.extra_fields`` being filled from the server's output while it
-is empty, and ``AgentLoopWorker._run_agent_loop`` building one agent loop per trajectory.
+is empty, ``AgentData.messages`` growing by the parsed reply and then its tool messages, and
+``AgentLoopWorker._run_agent_loop`` building one agent loop per trajectory.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from trade_core.errors import TradeError
 from trade_reward.tasks import AGENT_NAME
 from trade_tools.episode import Episode, EpisodeSettings, Task
 from trade_tools.tool import available_tools
+from trade_tools.trajectory import Message
+from trade_train.verl_grpo.rollouts import CONVERSATION, EPISODE, reply_message
 from trade_train.verl_grpo.store import market_store
-from trade_train.verl_grpo.tool import EPISODE, TradeTool, episode_in
+from trade_train.verl_grpo.tool import TradeTool, episode_in
 
 
 @register(AGENT_NAME)
@@ -75,6 +80,7 @@ class TradingAgentLoop(ToolAgentLoop):
         self.task = Task.model_validate_json(task)
         output = await super().run(sampling_params, **kwargs)
         output.extra_fields[EPISODE] = episode_in(output.extra_fields).model_dump_json()
+        output.extra_fields[CONVERSATION] = json.dumps(output.extra_fields.get(CONVERSATION, []), ensure_ascii=False)
         return output
 
     def _episode(self, agent_data: AgentData) -> Episode:
@@ -92,9 +98,11 @@ class TradingAgentLoop(ToolAgentLoop):
     async def _handle_generating_state(
         self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
     ) -> AgentState:
+        seen = len(agent_data.messages)
         state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
         episode = self._episode(agent_data)
         episode.begin_turn()
+        self._record_reply(agent_data, seen, episode.turns)
         if state is AgentState.TERMINATED:
             # verl 0.9.1 ends here for the token budget, max_user_turns, or a reply with no tool call.
             if len(agent_data.response_mask) >= self.response_length:
@@ -106,8 +114,10 @@ class TradingAgentLoop(ToolAgentLoop):
         return state
 
     async def _handle_processing_tools_state(self, agent_data: AgentData) -> AgentState:
+        seen = len(agent_data.messages)
         state = await super()._handle_processing_tools_state(agent_data)
         episode = episode_in(agent_data.extra_fields)
+        self._record_tool_texts(agent_data, seen, episode.turns)
         if episode.status != "open":  # TakeAction(stop) ran
             return AgentState.TERMINATED
         if state is AgentState.TERMINATED:  # verl 0.9.1: the tool texts did not fit in response_length
@@ -116,6 +126,32 @@ class TradingAgentLoop(ToolAgentLoop):
             episode.end("truncated", f"超过{episode.settings.max_turns}轮仍未停止")
             return AgentState.TERMINATED
         return state
+
+    def _record_reply(self, agent_data: AgentData, seen: int, turn: int) -> None:
+        """The reply as a Message. One without a parsed tool call (cut by a budget, or its call was not valid
+        JSON, which verl's parser drops) keeps the text exactly as the model wrote it."""
+        parsed = len(agent_data.messages) > seen and agent_data.tool_calls
+        if parsed:
+            content = agent_data.messages[seen].get("content") or ""
+            calls = [(call.name, call.arguments) for call in agent_data.tool_calls[: self.max_parallel_calls]]
+        else:
+            content, calls = self.tokenizer.decode(agent_data.response_ids), []
+        for token in self.tokenizer.all_special_tokens:
+            content = content.replace(token, "")
+        conversation = agent_data.extra_fields.setdefault(CONVERSATION, [])
+        if not conversation:  # what the model saw first: the row's prompt
+            prompt = agent_data.messages[:seen]
+            conversation += [Message.model_validate(m).model_dump(exclude_none=True) for m in prompt]
+        conversation.append(reply_message(content, calls, turn).model_dump(exclude_none=True))
+
+    def _record_tool_texts(self, agent_data: AgentData, seen: int, turn: int) -> None:
+        calls = agent_data.tool_calls[: self.max_parallel_calls]
+        for i, (message, call) in enumerate(zip(agent_data.messages[seen:], calls, strict=False)):
+            text = message.get("content")
+            agent_data.extra_fields[CONVERSATION].append(
+                {"role": "tool", "content": text if isinstance(text, str) else "", "tool_call_id": f"call_{turn}_{i}",
+                 "name": call.name}
+            )  # fmt: skip
 
     async def _call_tool(
         self, tool_call: FunctionCall, tools_kwargs: dict[str, Any], agent_data: AgentData

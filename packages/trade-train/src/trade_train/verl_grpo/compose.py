@@ -33,6 +33,9 @@ def compose(overrides: list[str]) -> dict[str, object]:
         config = hydra_compose(config_name="ppo_trainer", overrides=overrides)
     OmegaConf.resolve(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    if not config.trainer.use_v1:
+        raise ValueError("the trading metrics need verl's V1 trainer: drop trainer.use_v1=False")
+    _importable("trade_train.verl_grpo.main.main")  # the entry point and all it needs (ray, TransferQueue)
     rollout = config.actor_rollout_ref.rollout
     for entry in yaml.safe_load(Path(rollout.multi_turn.tool_config_path).read_text())["tools"]:
         _importable(entry["class_name"])

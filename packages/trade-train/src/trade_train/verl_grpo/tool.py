@@ -20,10 +20,8 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from trade_core.errors import TradeError
 from trade_tools.episode import Episode
+from trade_train.verl_grpo.rollouts import EPISODE
 from trade_train.verl_grpo.store import market_store
-
-EPISODE = "episode"
-"""Key of the Episode in ``agent_data.extra_fields`` (and, as JSON, in the reward's ``extra_info``)."""
 
 
 def episode_in(fields: Mapping[str, Any]) -> Episode:

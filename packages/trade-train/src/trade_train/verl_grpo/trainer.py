@@ -115,7 +115,7 @@ class VerlGRPO(Trainer):
         ]
         return RunPlan(
             run_dir=run_dir,
-            command=[sys.executable, "-m", "verl.trainer.main_ppo", *overrides],
+            command=[sys.executable, "-m", "trade_train.verl_grpo.main", *overrides],
             env=dict(env),
             files={
                 "tools.yaml": tools_yaml(data),

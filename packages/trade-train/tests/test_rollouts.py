@@ -1,0 +1,104 @@
+"""A training step's trading metrics and Trajectory records, from real Episodes scored by the real reward."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trade_data.store import MarketStore
+from trade_reward.forward import ground_truth
+from trade_reward.verl import compute_score
+from trade_tools.episode import Episode
+from trade_tools.tasks import day_task
+from trade_tools.trajectory import read_trajectories, write_trajectories
+from trade_train.verl_grpo.rollouts import Rollout, reply_message, split_reasoning, step_metrics
+
+DAY = "2024-06-04"
+
+
+def scored(
+    store: MarketStore, group: str, calls: list[tuple[str, dict]], end: tuple[str, str] | None = None
+) -> Rollout:
+    """An Episode played by ``calls`` (then ended as the agent loop would), scored as verl scores it."""
+    task = day_task(store, DAY, pool_size=8, seed=3)
+    episode = Episode.start(task, store)
+    conversation = episode.messages()
+    for turn, (name, arguments) in enumerate(calls, start=1):
+        episode.begin_turn()
+        text = episode.call(name, arguments)
+        conversation += [
+            reply_message(f"<think>\n第{turn}步\n</think>\n\n", [(name, json.dumps(arguments))], turn).model_dump(),
+            {"role": "tool", "content": text, "tool_call_id": f"call_{turn}_0", "name": name},
+        ]
+    if end:
+        episode.end(*end)
+    truth = ground_truth(store, DAY, [*task.pool, *task.holdings])
+    reward = compute_score("trade", "", truth.model_dump_json(), {"episode": episode.model_dump_json()})
+    score = reward.pop("score")
+    fields = {"episode": episode.model_dump_json(), "conversation": json.dumps(conversation)}
+    return Rollout.from_fields(group, score, {**fields, "reward_extra_info": reward})
+
+
+@pytest.fixture(scope="module")
+def step(real_store: MarketStore) -> list[Rollout]:
+    """Two GRPO groups of two: one where both rollouts just stop (equal scores), one buy against one failure."""
+    pool = day_task(real_store, DAY, pool_size=8, seed=3).pool
+    view = real_store.asof(DAY)
+    stock = next(s for s in pool if not s.startswith("SH688") and not view.at_limit_up(s) and not view.is_suspended(s))
+    stop = ("TakeAction", {"type": "stop", "reasoning": "不调仓"})
+    buy = ("TakeAction", {"type": "buy", "symbol": stock, "amount": 1000, "reasoning": "看多"})
+    return [
+        scored(real_store, "a", [stop]),
+        scored(real_store, "a", [stop]),
+        scored(real_store, "b", [("get_price_data", {"symbol": stock}), buy, stop]),
+        scored(real_store, "b", [("get_news", {"symbol": stock})], end=("failed", "回复中没有工具调用")),
+    ]
+
+
+def test_step_metrics_count_what_happened(step: list[Rollout]) -> None:
+    metrics = step_metrics(step)
+    assert metrics["trade/trajectories"] == 4 and metrics["trade/groups"] == 2
+    assert metrics["trade/stop_rate"] == metrics["trade/status/stopped"] == 0.75
+    assert metrics["trade/status/failed"] == 0.25 and metrics["trade/status/truncated"] == 0
+    assert metrics["trade/tool_error_rate"] == pytest.approx(1 / 6)  # the unknown tool, of 6 calls
+    assert metrics["trade/failure/no_valid_call"] == 0.25 and metrics["trade/failure/no_stop"] == 0
+    assert metrics["trade/zero_variance_groups"] == 0.5  # group a: both stopped without trading
+    assert metrics["trade/turns/mean"] == pytest.approx((1 + 1 + 3 + 1) / 4)
+    assert metrics["trade/actions/mean"] == 0.25  # the one accepted buy
+    scores = [rollout.score for rollout in step]
+    assert scores[3] == -3.0 and scores[0] == scores[1] == 0.0
+    assert metrics["trade/reward/score/mean"] == pytest.approx(sum(scores) / 4)
+    assert metrics["trade/reward/r_new/mean"] == pytest.approx(sum(r.reward["r_new"] for r in step) / 4)
+    # A failed trajectory's bucket is a sentinel (-99), not a bucket: it stays out of the mean.
+    assert metrics["trade/reward/bucket/mean"] == pytest.approx(sum(r.reward["bucket"] for r in step[:3]) / 3)
+    assert step_metrics([]) == {}
+
+
+def test_a_group_whose_scores_differ_is_not_zero_variance(step: list[Rollout]) -> None:
+    assert step_metrics(step[2:])["trade/zero_variance_groups"] == 0.0
+    assert step_metrics(step[:2])["trade/zero_variance_groups"] == 1.0
+
+
+def test_trajectory_records_keep_prompt_replies_and_reward(step: list[Rollout], tmp_path: Path) -> None:
+    bought = step[2].trajectory(model="Qwen3-4B", step=7)
+    assert bought.source == "verl" and bought.model == "Qwen3-4B" and bought.task_id == step[2].episode.task.task_id
+    assert [m.role for m in bought.messages] == ["system", "user"] + ["assistant", "tool"] * 3
+    assert "交易日T0：2024-06-04" in bought.messages[1].content
+    reply = bought.messages[4]
+    assert reply.reasoning_content == "第2步" and reply.content == ""
+    assert reply.tool_calls and reply.tool_calls[0].function.name == "TakeAction"
+    assert "成交：买入" in bought.messages[5].content and bought.messages[5].tool_call_id == reply.tool_calls[0].id
+    assert bought.reward == {"score": step[2].score, **step[2].reward, "step": 7}
+    path = write_trajectories(tmp_path / "7.jsonl", [r.trajectory(step=7) for r in step])
+    assert [t.episode for t in read_trajectories(path)] == [r.episode for r in step]
+
+
+def test_replies_split_reasoning_from_the_answer() -> None:
+    assert split_reasoning("<think>\n先看大盘。\n</think>\n\n买入") == ("先看大盘。", "买入")
+    assert split_reasoning("没有思考") == (None, "没有思考")
+    message = reply_message("<think>x</think>好", [("TakeAction", '{"type": "stop"}')], turn=3)
+    assert message.tool_calls and message.tool_calls[0].id == "call_3_0"
+    assert message.tool_calls[0].function.arguments == '{"type": "stop"}'
+    assert reply_message("只说话", [], turn=1).tool_calls is None
