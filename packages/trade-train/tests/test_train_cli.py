@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,3 +87,34 @@ def test_dry_run_without_verl_writes_the_plan_and_says_what_to_install(tasks: Pa
                     "--dry-run")  # fmt: skip
     assert run.code == 2 and run.err.strip().startswith("error: verl is not installed here")
     assert "trade_train.verl_grpo.main" in run.out and (tmp_path / "r" / "tools.yaml").is_file()
+
+
+@needs_verl
+def test_a_real_launch_reaches_verls_trainer_with_the_trading_metrics(tasks: Path, tmp_path: Path) -> None:
+    """`trade train` without --dry-run starts Ray and verl's TaskRunner, which installs the trading metrics.
+
+    On this CPU-only machine verl then waits for accelerators, so the launch is stopped once the
+    TaskRunner (a Ray actor process) has reported the install; a GPU runs on (scripts/gpu-smoke.sh).
+    """
+    from trade_train.tiny import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "tiny")
+    trade = str(Path(sys.executable).with_name("trade"))
+    command = [trade, "train", "--model", str(model), "--tasks", str(tasks), "--device", "gpu",
+               "--gpus-per-node", "1", "--run-dir", str(tmp_path / "run"), "--", "trainer.device=cpu"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True, cwd=tmp_path)  # fmt: skip
+    deadline = time.monotonic() + 300
+    seen = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            seen.append(line)
+            if "trade-train: trading metrics" in line or time.monotonic() > deadline:
+                break
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+    report = next((line for line in seen if "trade-train: trading metrics" in line), "")
+    assert "TradeTaskRunner" in report and "sync" in report, "".join(seen[-30:])
+    assert (tmp_path / "run" / "command.sh").is_file()

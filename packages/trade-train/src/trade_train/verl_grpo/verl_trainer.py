@@ -72,6 +72,7 @@ def install() -> dict[str, type]:
     for mode, cls in list(registry.items()):
         if not issubclass(cls, TradingMetrics):
             registry[mode] = type(cls.__name__, (TradingMetrics, cls), {"__module__": __name__})
+    print(f"trade-train: trading metrics and trajectory records on for trainer modes {', '.join(sorted(registry))}")
     return registry
 
 
