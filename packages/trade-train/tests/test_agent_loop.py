@@ -36,6 +36,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from trade_core.errors import TradeError
+from trade_core.testing import run_trade
 from trade_data.store import MarketStore
 from trade_reward import verl as reward_module
 from trade_reward.tasks import build_tasks
@@ -475,6 +476,10 @@ def test_a_step_through_transfer_queue_gives_the_metrics_and_records(
     records = list(read_trajectories(path))
     assert [r.episode for r in records] == [r.episode for r in rollouts]
     assert all(r.source == "verl" and r.reward and r.reward["step"] == 1 for r in records)
+    # The records carry their ground truth: `trade reward variance` rescores them under another scheme.
+    bucketed = run_trade("reward", "variance", str(path), "--json")
+    assert bucketed.code == 0, bucketed.err
+    assert json.loads(bucketed.out)["zero_variance_share"] == pytest.approx(2 / 3)
     assert {r.messages[-1].content for r in records if r.episode.status == "failed"} == {"今天不调仓。"}
 
     # The trainer classes verl picks by trainer.v1.trainer_mode all get the metrics once installed.

@@ -118,3 +118,40 @@ def test_a_real_launch_reaches_verls_trainer_with_the_trading_metrics(tasks: Pat
     report = next((line for line in seen if "trade-train: trading metrics" in line), "")
     assert "TradeTaskRunner" in report and "sync" in report, "".join(seen[-30:])
     assert (tmp_path / "run" / "command.sh").is_file()
+
+
+def test_a_trainer_from_a_plugin_is_planned_by_name(tasks: Path, tmp_path: Path) -> None:
+    """Trainers are plugins: one registered by another package is found by name, planned and checked."""
+    from trade_core.errors import TradeError
+    from trade_core.hookspecs import hookimpl
+    from trade_core.plugins import get_manager
+    from trade_core.testing import inline_plugin
+    from trade_train import trainer as trainers
+    from trade_train.trainer import RunPlan, Trainer, TrainSpec
+
+    class Echo(Trainer):
+        name = "echo"
+        description = "prints the model it would train"
+
+        def plan(self, spec: TrainSpec) -> RunPlan:
+            return RunPlan(run_dir=spec.run_dir, command=["echo", spec.model], env={}, files={"spec.json": "{}"})
+
+        def check(self, plan: RunPlan) -> str:
+            return f"would run {' '.join(plan.command)}"
+
+    class Plugin:
+        @hookimpl
+        def trade_register_trainers(self, register):  # type: ignore[no-untyped-def]
+            register(Echo())
+
+    with inline_plugin(get_manager(), Plugin(), "echo-trainer"):
+        trainers._trainers.cache_clear()
+        echo = trainers.get_trainer("echo")
+        assert trainers.get_trainer("verl-grpo").name == "verl-grpo"  # the built-in is a plugin like it
+        plan = echo.plan(TrainSpec(model="m", tasks=tasks, run_dir=tmp_path / "run"))
+        plan.write()
+        assert echo.check(plan) == "would run echo m" and (tmp_path / "run" / "command.sh").is_file()
+        assert plan.launch() == 0
+    trainers._trainers.cache_clear()
+    with pytest.raises(TradeError, match="unknown trainer 'echo'"):
+        trainers.get_trainer("echo")

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from trade_tools.episode import Episode
 from trade_tools.trajectory import FunctionCall, Message, ToolCall, Trajectory
@@ -36,9 +36,12 @@ class Rollout(BaseModel):
     episode: Episode
     reward: dict[str, Any]
     conversation: list[Message]
+    ground_truth: str | None = Field(None, description="the row's GroundTruth JSON, so records can be rescored")
 
     @classmethod
-    def from_fields(cls, group: str, score: float, extra_fields: Mapping[str, Any]) -> Rollout:
+    def from_fields(
+        cls, group: str, score: float, extra_fields: Mapping[str, Any], ground_truth: str | None = None
+    ) -> Rollout:
         """From a trajectory's ``extra_fields`` as verl stores them after scoring."""
         conversation = extra_fields.get(CONVERSATION) or "[]"
         return cls(
@@ -47,11 +50,16 @@ class Rollout(BaseModel):
             episode=Episode.model_validate_json(extra_fields[EPISODE]),
             reward=dict(extra_fields.get("reward_extra_info") or {}),
             conversation=json.loads(conversation) if isinstance(conversation, str) else conversation,
+            ground_truth=ground_truth,
         )
 
     def trajectory(self, *, model: str = "", step: int | None = None) -> Trajectory:
         """The record evaluation and distillation read."""
-        reward = {"score": self.score, **self.reward, **({"step": step} if step is not None else {})}
+        reward = {"score": self.score, **self.reward}
+        if step is not None:
+            reward["step"] = step
+        if self.ground_truth is not None:
+            reward["ground_truth"] = self.ground_truth  # `trade reward variance` rescores from it
         return Trajectory(
             task_id=self.episode.task.task_id,
             source="verl",

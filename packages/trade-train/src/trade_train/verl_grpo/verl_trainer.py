@@ -32,14 +32,16 @@ from trade_train.verl_grpo.rollouts import EPISODE, Rollout, step_metrics
 
 def rollouts_in(batch: KVBatchMeta) -> list[Rollout]:
     """The step's trajectories read back from TransferQueue (padding rows and foreign loops left out)."""
-    wanted = ["extra_fields", "rm_scores"]
+    wanted = ["extra_fields", "rm_scores", "reward_model"]
     fields = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=wanted)
     scores = [float(row.sum()) for row in fields["rm_scores"].unbind(0)]
+    rows = zip(batch.keys, batch.tags, scores, list(fields["extra_fields"]), list(fields["reward_model"]), strict=True)
     found = []
-    for key, tag, score, extra in zip(batch.keys, batch.tags, scores, list(fields["extra_fields"]), strict=True):
+    for key, tag, score, extra, reward_model in rows:
         if tag.get("is_padding") or not isinstance(extra, dict) or EPISODE not in extra:
             continue
-        found.append(Rollout.from_fields(key.rsplit("_", 2)[0], score, extra))
+        truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
+        found.append(Rollout.from_fields(key.rsplit("_", 2)[0], score, extra, truth))
     return found
 
 
