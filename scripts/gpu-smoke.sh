@@ -29,6 +29,6 @@ trade train --model "$MODEL" --tasks "$OUT/tasks" --device gpu --gpus-per-node 1
     actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.multi_turn.max_assistant_turns=6 \
     trainer.total_training_steps=3 trainer.save_freq=3 trainer.test_freq=-1 trainer.val_before_train=False
 
-ls "$OUT/run/rollouts" "$OUT/run/checkpoints"
+ls "$OUT/run/rollouts" "$OUT/run/rollouts/trajectories" "$OUT/run/checkpoints"
+trade reward variance "$OUT/run/rollouts/trajectories/3.jsonl"
 trade train export "$OUT/run/checkpoints" --out "$OUT/hf"
-# Next (not built yet): convert verl's rollout dumps into trajectories and run `trade reward variance` on them.
