@@ -29,6 +29,15 @@ def tasks(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.skipif(importlib.util.find_spec("swanlab") is not None, reason="checks a missing logger package")
+def test_a_logger_whose_package_is_missing_fails_before_launch(tasks: Path, tmp_path: Path) -> None:
+    run = run_trade("train", "--model", "m", "--tasks", str(tasks), "--logger", "console", "--logger", "swanlab",
+                    "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    assert run.code == 2
+    assert run.err.strip() == "error: --logger swanlab needs the swanlab package (pip install swanlab)"
+    assert not (tmp_path / "run").exists()
+
+
 def test_help_works_without_verl() -> None:
     run = run_trade("train", "--help")
     assert run.code == 0 and "--dry-run" in run.out and "Hydra overrides" in run.out
@@ -42,6 +51,7 @@ def test_missing_arguments_and_unknown_names_are_one_line(tasks: Path, tmp_path:
         (["--model", "m", "--tasks", str(tmp_path), *run_dir], "has no train.parquet"),
         (["--model", "m", "--tasks", str(tasks), "--trainer", "ppo-magic", *run_dir], "unknown trainer 'ppo-magic'"),
         (["--model", "m", "--tasks", str(tasks), "--reward", "sharpe", *run_dir], "unknown reward scheme 'sharpe'"),
+        (["--model", "m", "--tasks", str(tasks), "--logger", "neptune", *run_dir], "unknown logger 'neptune'"),
         (["export", str(tmp_path), "--out", str(tmp_path / "hf")], "holds no verl checkpoint"),
     ]:
         run = run_trade("train", *args)

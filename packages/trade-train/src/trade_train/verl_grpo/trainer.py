@@ -35,6 +35,21 @@ PRESETS: dict[str, tuple[dict[str, str], list[str]]] = {
 }
 
 
+LOGGERS = {"console": None, "file": None, "swanlab": "swanlab", "wandb": "wandb", "vemlp_wandb": "wandb",
+           "mlflow": "mlflow", "tensorboard": "tensorboard", "clearml": "clearml", "trackio": "trackio"}  # fmt: skip
+"""verl 0.9.1's ``trainer.logger`` backends and the module each imports when the run starts."""
+
+
+def check_loggers(loggers: tuple[str, ...]) -> None:
+    """An unknown or uninstalled logger fails now in one line, not after Ray and the model have started."""
+    for name in loggers:
+        if name not in LOGGERS:
+            raise TradeError(f"unknown logger '{name}'", hint=f"valid: {', '.join(LOGGERS)}")
+        module = LOGGERS[name]
+        if module and importlib.util.find_spec(module) is None:
+            raise TradeError(f"--logger {name} needs the {module} package", hint=f"pip install {module}")
+
+
 def tool_format(model: str) -> str:
     """verl's tool-call parser for the model family: hermes (Qwen3 JSON) or qwen3_coder (Qwen3.5 XML)."""
     config = Path(model) / "config.json"
@@ -67,6 +82,7 @@ class VerlGRPO(Trainer):
         from trade_train.verl_grpo.files import agent_loops_yaml, tools_yaml
 
         get_scheme(spec.reward)  # an unknown scheme fails now, not on the cluster
+        check_loggers(spec.logger)
         train, val, data = _tasks(spec)
         run_dir = spec.run_dir.resolve()
         env, preset = PRESETS[spec.device]
