@@ -9,8 +9,10 @@ Only the two process boundaries are stood in for: the LLM server and the Ray han
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import pickle
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,12 +47,15 @@ from trade_tools.trajectory import Message, read_trajectories
 from trade_train.tiny import build_tiny_model
 from trade_train.verl_grpo.agent_loop import TradingAgentLoop
 from trade_train.verl_grpo.files import agent_loops_yaml, tools_yaml
-from trade_train.verl_grpo.rollouts import step_metrics
 from trade_train.verl_grpo.tool import TradeTool
 
 TURNS = 4
 RESPONSE_LENGTH = 8192
 PROMPT_LENGTH = 4096
+
+
+WEIGHTS_VERSION = {"global_steps": 0, "min_global_steps": 0, "max_global_steps": 0}
+"""What verl's LLMServerClient adds to every reply: the weights version (step) the server generated with."""
 
 
 def call(name: str, arguments: Any, think: str = "") -> str:
@@ -82,7 +87,7 @@ class ReplayServer:
         ids = self.tokenizer.encode(script[min(self.replies[day], len(script) - 1)], add_special_tokens=False)
         self.replies[day] += 1
         self.sent[day] += ids
-        return TokenOutput(token_ids=ids, stop_reason="completed")
+        return TokenOutput(token_ids=ids, stop_reason="completed", extra_fields=dict(WEIGHTS_VERSION))
 
 
 class TinyModelServer:
@@ -99,7 +104,7 @@ class TinyModelServer:
                 torch.tensor([prompt_ids]), max_new_tokens=self.max_new_tokens, do_sample=False, top_k=None, top_p=None
             )[0, len(prompt_ids) :].tolist()
         self.sent.append(ids)
-        return TokenOutput(token_ids=ids, stop_reason="completed")
+        return TokenOutput(token_ids=ids, stop_reason="completed", extra_fields=dict(WEIGHTS_VERSION))
 
 
 class PickledRayHandle:
@@ -426,11 +431,13 @@ def transfer_queue(config: DictConfig) -> Any:
 def test_a_step_through_transfer_queue_gives_the_metrics_and_records(
     config: DictConfig, model_dir: Path, transfer_queue: Any, tmp_path: Path
 ) -> None:
-    """verl's AgentLoopWorkerTQ runs 3 prompts x 2 rollouts into TransferQueue; the trainer-side code reads it."""
+    """verl's AgentLoopWorkerTQ runs 3 prompts x 2 rollouts into TransferQueue; verl's trainer ends the step."""
     from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo.v1 import get_trainer_cls
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-    from trade_train.verl_grpo.verl_trainer import install, rollouts_in, write_step_trajectories
+    from trade_train.verl_grpo.verl_trainer import TradingMetrics, install
 
     days = {"both_stop": "2024-06-05", "both_unknown_tool": "2024-06-07", "one_of_each": "2024-06-19"}
     stop = call("TakeAction", {"type": "stop", "reasoning": "不调仓"})
@@ -455,39 +462,44 @@ def test_a_step_through_transfer_queue_gives_the_metrics_and_records(
                 place = {"step": 1, "sample_index": index, "rollout_n": 0, "validate": False}
                 await worker._run_prompt(prompt, {"temperature": 1.0}, trajectory=place)
 
+    started = time.perf_counter()
     asyncio.run(run())
     stored = transfer_queue.kv_list(partition_id="train")["train"]
     keys = sorted(key for key, tag in stored.items() if tag.get("status") == "success")
     assert len(keys) == 6 and all(key.endswith("_0") for key in keys)
     batch = KVBatchMeta(partition_id="train", keys=keys, tags=[stored[key] for key in keys])
 
-    rollouts = rollouts_in(batch)
-    assert sorted({r.group for r in rollouts}) == sorted(f"uid-{day}" for day in days.values())
-    metrics = step_metrics(rollouts)
+    # The step's end as verl's sync trainer runs it (its own methods, with the trading metrics installed):
+    # GRPO advantages, the step's metrics, the rollout dump. Only the worker groups are not started.
+    install()
+    trainer_class = get_trainer_cls("sync")
+    assert issubclass(trainer_class, TradingMetrics) and issubclass(trainer_class, PPOTrainerSync)
+    assert all(issubclass(get_trainer_cls(mode), TradingMetrics) for mode in ("colocate_async", "separate_async"))
+    trainer = trainer_class(copy.deepcopy(config))
+    trainer._init_tokenizer()  # the parts of verl's _setup that start nothing
+    trainer._init_dump_executor()
+    trainer._init_resource_pool_mgr()
+    trainer.global_steps = 1
+    metrics: dict[str, Any] = {}
+    trainer._compute_advantage(batch, metrics)
+    trainer._compute_metrics(batch, metrics, {"step": time.perf_counter() - started}, 1, 0)
+    assert metrics["critic/score/mean"] == pytest.approx(metrics["trade/reward/score/mean"])  # verl's own, alike
+    assert metrics["trade/reward/score/mean"] == pytest.approx((0 + 0 - 3 - 3 + 0 - 3) / 6)
     assert metrics["trade/zero_variance_groups"] == pytest.approx(2 / 3)
     assert metrics["trade/stop_rate"] == pytest.approx(3 / 6)
     assert metrics["trade/tool_error_rate"] == pytest.approx(8 / 11)  # 2 x 4 unknown-tool calls of 2 + 8 + 1
     assert metrics["trade/status/truncated"] == pytest.approx(2 / 6)
     assert metrics["trade/failure/no_valid_call"] == pytest.approx(3 / 6)  # the truncated days made no valid call
-    assert metrics["trade/reward/score/mean"] == pytest.approx((0 + 0 - 3 - 3 + 0 - 3) / 6)
 
-    path = write_step_trajectories(rollouts, tmp_path / "rollouts", 1, str(model_dir))
-    assert path == tmp_path / "rollouts" / "trajectories" / "1.jsonl"
+    trainer._log_rollout_data(batch, {}, str(tmp_path / "rollouts"))
+    trainer._shutdown_dump_executor()
+    assert (tmp_path / "rollouts" / "1.jsonl").is_file()  # verl's own dump, beside ours
+    path = tmp_path / "rollouts" / "trajectories" / "1.jsonl"
     records = list(read_trajectories(path))
-    assert [r.episode for r in records] == [r.episode for r in rollouts]
-    assert all(r.source == "verl" and r.reward and r.reward["step"] == 1 for r in records)
-    # The records carry their ground truth: `trade reward variance` rescores them under another scheme.
+    assert sorted(r.episode.task.date.isoformat() for r in records) == sorted([*days.values()] * 2)
+    assert all(r.source == "verl" and r.model == str(model_dir) and r.reward["step"] == 1 for r in records)
+    assert {r.messages[-1].content for r in records if r.episode.status == "failed"} == {"今天不调仓。"}
+    # The records carry their ground truth: `trade reward variance` rescores them under any scheme.
     bucketed = run_trade("reward", "variance", str(path), "--json")
     assert bucketed.code == 0, bucketed.err
     assert json.loads(bucketed.out)["zero_variance_share"] == pytest.approx(2 / 3)
-    assert {r.messages[-1].content for r in records if r.episode.status == "failed"} == {"今天不调仓。"}
-
-    # The trainer classes verl picks by trainer.v1.trainer_mode all get the metrics once installed.
-    from verl.trainer.ppo.v1 import get_trainer_cls
-    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
-
-    from trade_train.verl_grpo.verl_trainer import TradingMetrics
-
-    install()
-    assert issubclass(get_trainer_cls("sync"), TradingMetrics) and issubclass(get_trainer_cls("sync"), PPOTrainerSync)
-    assert all(issubclass(get_trainer_cls(mode), TradingMetrics) for mode in ("colocate_async", "separate_async"))
