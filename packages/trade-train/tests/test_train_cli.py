@@ -84,10 +84,12 @@ def test_dry_run_composes_a_config_verl_accepts(device: str, tasks: Path, tmp_pa
 
 
 @needs_verl
-def test_verl_rejects_a_wrong_override_in_one_line(tasks: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("dry_run", [["--dry-run"], []], ids=["dry-run", "launch"])
+def test_verl_rejects_a_wrong_override_in_one_line(dry_run: list[str], tasks: Path, tmp_path: Path) -> None:
     run = run_trade("train", "--model", "Qwen/Qwen3.5-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"),
-                    "--dry-run", "--", "trainer.no_such_key=1")  # fmt: skip
+                    *dry_run, "--", "trainer.no_such_key=1")  # fmt: skip
     assert run.code == 2 and "verl rejects the config" in run.err and len(run.err.strip().splitlines()) == 1
+    assert "launching" not in run.out  # checked before anything starts
     assert "multi_turn.format=qwen3_coder" in (tmp_path / "r" / "command.sh").read_text()  # Qwen3.5 -> XML tool calls
 
 

@@ -63,10 +63,12 @@ def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks:
     plan.write()
     click.echo(f"run folder {plan.run_dir}: {', '.join(sorted([*plan.files, 'command.sh', 'env.json']))}")
     click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items())) + " " + shlex.join(plan.command))
+    summary = trainer.check(plan)  # a wrong override fails here in one line, not after Ray has started
     if dry_run:
-        click.echo(trainer.check(plan))
+        click.echo(summary)
         click.echo("dry run: config valid; nothing launched")
         return
+    click.echo("config valid; launching")
     ctx.exit(plan.launch())
 
 
