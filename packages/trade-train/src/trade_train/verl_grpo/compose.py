@@ -11,8 +11,12 @@ import importlib
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
 def _importable(target: str) -> None:
@@ -20,21 +24,27 @@ def _importable(target: str) -> None:
     getattr(importlib.import_module(module), name)
 
 
+def validate(config: DictConfig) -> None:
+    """verl's own ``validate_config``, and what our entry point needs on top: the V1 trainer."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    if not config.trainer.use_v1:
+        raise ValueError("the trading metrics need verl's V1 trainer: drop trainer.use_v1=False")
+
+
 def compose(overrides: list[str]) -> dict[str, object]:
     import verl
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from omegaconf import OmegaConf
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
 
     config_dir = Path(verl.__file__).parent / "trainer" / "config"
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         config = hydra_compose(config_name="ppo_trainer", overrides=overrides)
     OmegaConf.resolve(config)
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    if not config.trainer.use_v1:
-        raise ValueError("the trading metrics need verl's V1 trainer: drop trainer.use_v1=False")
+    validate(config)
     _importable("trade_train.verl_grpo.main.main")  # the entry point and all it needs (ray, TransferQueue)
     rollout = config.actor_rollout_ref.rollout
     for entry in yaml.safe_load(Path(rollout.multi_turn.tool_config_path).read_text())["tools"]:

@@ -56,15 +56,23 @@ class TradingMetrics:
 
     config: Any
     global_steps: int
+    _trade_step: tuple[tuple[str, ...], list[Rollout]] = ((), [])
+
+    def _rollouts(self, batch: KVBatchMeta) -> list[Rollout]:
+        """The step's rollouts, read from TransferQueue once for both the metrics and the records."""
+        keys = tuple(batch.keys)
+        if self._trade_step[0] != keys:
+            self._trade_step = (keys, rollouts_in(batch))
+        return self._trade_step[1]
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics: dict, timing_raw: dict, global_steps: int, epoch: int):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)  # type: ignore[misc]
-        metrics.update(step_metrics(rollouts_in(batch)))
+        metrics.update(step_metrics(self._rollouts(batch)))
 
     def _log_rollout_data(self, batch: KVBatchMeta, timing_raw: dict, rollout_data_dir: str) -> None:
         super()._log_rollout_data(batch, timing_raw, rollout_data_dir)  # type: ignore[misc]
         model = str(self.config.actor_rollout_ref.model.path)
-        write_step_trajectories(rollouts_in(batch), Path(rollout_data_dir), self.global_steps, model)
+        write_step_trajectories(self._rollouts(batch), Path(rollout_data_dir), self.global_steps, model)
 
 
 def install() -> dict[str, type]:
