@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+DISTRIBUTIONS = ("trade-plugin-hello", "trade-plugin-clash", "trade-plugin-broken", "trade-plugin-faulty")
 
 
 @pytest.fixture(scope="session")
@@ -16,13 +17,11 @@ def installed_plugins(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """pip-install the fixture distributions into a private folder; put it on PYTHONPATH to use them.
 
     Installing (not importing from the source tree) gives them real ``.dist-info`` entry points,
-    exactly what a user's ``pip install my-plugin`` gives.
+    exactly what a user's ``pip install my-plugin`` gives. The installs run side by side: each is
+    mostly waiting for pip's isolated build environment.
     """
     target = tmp_path_factory.mktemp("site")
-    for name in ("trade-plugin-hello", "trade-plugin-clash", "trade-plugin-broken"):
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target / name),
-             str(FIXTURES / name)],
-            check=True,
-        )  # fmt: skip
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target"]
+    installs = [subprocess.Popen([*pip, str(target / name), str(FIXTURES / name)]) for name in DISTRIBUTIONS]
+    assert [install.wait() for install in installs] == [0] * len(installs)
     return target

@@ -49,7 +49,7 @@ def build_cli(manager: TradePluginManager) -> click.Group:
         """
         configure_logging(json=log_json, level=log_level)
 
-    for provided in collect(manager, "trade_register_commands", "command").values():
+    for provided in collect(manager, "trade_register_commands", "command", expect=click.Command).values():
         trade.add_command(provided.item)
     return trade
 

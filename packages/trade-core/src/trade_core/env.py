@@ -7,7 +7,7 @@ DISABLE_PLUGINS = "TRADE_DISABLE_PLUGINS"
 """Comma-separated plugin names never to load (essential plugins cannot be disabled)."""
 
 STRICT_PLUGINS = "TRADE_STRICT_PLUGINS"
-"""When ``1``, a plugin that fails to load is fatal instead of skipped with an error line."""
+"""When ``1``, a plugin that fails to load or to register is fatal instead of skipped with an error line."""
 
 TRACE_PLUGINS = "TRADE_TRACE_PLUGINS"
 """When ``1``, log a structlog event for every hook call."""

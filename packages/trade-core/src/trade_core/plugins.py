@@ -39,13 +39,17 @@ class PluginOrigin:
 
 
 @dataclass(frozen=True)
-class LoadFailure:
-    name: str
-    dist: str
+class PluginFailure:
+    """Why a plugin is skipped: it failed to load (``hook`` is None) or one of its register hooks raised."""
+
+    origin: PluginOrigin
+    hook: str | None
     cause: str
 
     def one_line(self) -> str:
-        return f"plugin '{self.name}' from {self.dist} failed to load: {self.cause}"
+        dist = f"{self.origin.dist} {self.origin.version}".strip()
+        where = f"failed in {self.hook}" if self.hook else "failed to load"
+        return f"plugin '{self.origin.name}' from {dist} {where}: {self.cause}"
 
 
 @dataclass(eq=False)  # identity-hashed, so per-manager caches can key on it
@@ -54,7 +58,7 @@ class TradePluginManager:
 
     pm: pluggy.PluginManager
     origins: dict[str, PluginOrigin] = field(default_factory=dict)
-    failures: list[LoadFailure] = field(default_factory=list)
+    failures: list[PluginFailure] = field(default_factory=list)
 
     @property
     def hook(self) -> pluggy.HookRelay:
@@ -74,9 +78,21 @@ class TradePluginManager:
     def origin(self, plugin_name: str) -> PluginOrigin:
         return self.origins.get(plugin_name) or PluginOrigin(plugin_name, "(unknown)", "", "")
 
+    def failed(self, plugin_name: str, hook: str | None) -> bool:
+        return any((f.origin.name, f.hook) == (plugin_name, hook) for f in self.failures)
 
-def new_manager() -> TradePluginManager:
-    """A manager with the core hookspecs and no plugins: tests start from this."""
+    def fail(self, origin: PluginOrigin, error: BaseException, hook: str | None = None) -> None:
+        """Record a broken plugin and log one line naming it; under ``TRADE_STRICT_PLUGINS=1`` raise instead."""
+        failure = PluginFailure(origin, hook, " ".join(f"{type(error).__name__}: {error}".split()))
+        if os.environ.get(env.STRICT_PLUGINS) == "1":
+            hint = f"uninstall {origin.dist} or unset {env.STRICT_PLUGINS}"
+            raise PluginError(failure.one_line(), hint=hint) from error
+        self.failures.append(failure)
+        log.error(failure.one_line())
+
+
+def _pluggy() -> pluggy.PluginManager:
+    """A pluggy manager with the core hookspecs and no plugins."""
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     if os.environ.get(env.TRACE_PLUGINS) == "1":
@@ -84,9 +100,13 @@ def new_manager() -> TradePluginManager:
             before=lambda name, impls, kwargs: log.info("hook.call", hook=name, plugins=[i.plugin_name for i in impls]),
             after=lambda outcome, name, impls, kwargs: log.info("hook.done", hook=name),
         )
-    manager = TradePluginManager(pm)
     pm.hook.trade_addhooks.call_historic(kwargs={"pluginmanager": pm})
-    return manager
+    return pm
+
+
+def new_manager() -> TradePluginManager:
+    """A manager with the core hookspecs and no plugins: tests start from this."""
+    return TradePluginManager(_pluggy())
 
 
 def _names(variable: str) -> set[str] | None:
@@ -104,14 +124,14 @@ def _distribution(ep: md.EntryPoint) -> tuple[str, str]:
 def load_entry_points(manager: TradePluginManager, entry_points: Iterable[md.EntryPoint] | None = None) -> None:
     """Load the ``trade`` entry points, honouring the allow-list, block-list and strict mode.
 
-    A plugin that fails to import is skipped with one logged line naming it, its
-    distribution and the cause (fatal under ``TRADE_STRICT_PLUGINS=1``).
+    A plugin that fails to import (``sys.exit`` included) or that pluggy refuses is skipped with
+    one logged line naming it, its distribution and the cause (fatal under ``TRADE_STRICT_PLUGINS=1``).
     """
     allowed = _names(env.LOAD_PLUGINS)
     blocked = (_names(env.DISABLE_PLUGINS) or set()) - ESSENTIAL_PLUGINS
-    strict = os.environ.get(env.STRICT_PLUGINS) == "1"
     if entry_points is None:
         entry_points = md.entry_points(group=ENTRY_POINT_GROUP)
+    imported: list[tuple[object, PluginOrigin]] = []
     for ep in sorted(entry_points, key=lambda e: e.name):
         if ep.name in manager.origins:
             continue
@@ -119,24 +139,48 @@ def load_entry_points(manager: TradePluginManager, entry_points: Iterable[md.Ent
             ep.name in blocked or (allowed is not None and ep.name not in allowed)
         ):
             continue
-        dist, version = _distribution(ep)
+        origin = PluginOrigin(ep.name, *_distribution(ep), ep.value)
         try:
-            plugin = ep.load()
-        except Exception as exc:  # a broken third-party plugin must not take the CLI down
-            failure = LoadFailure(ep.name, f"{dist} {version}".strip(), f"{type(exc).__name__}: {exc}")
-            if strict:
-                raise PluginError(failure.one_line(), hint=f"uninstall {dist} or unset {env.STRICT_PLUGINS}") from exc
-            manager.failures.append(failure)
-            log.error(failure.one_line())
-            continue
-        manager.register(plugin, ep.name, PluginOrigin(ep.name, dist, version, ep.value))
+            imported.append((ep.load(), origin))
+        except (Exception, SystemExit) as exc:  # a broken third-party plugin must not take the CLI down
+            manager.fail(origin, exc)
+    _register_all(manager, imported)
+
+
+def _register_all(manager: TradePluginManager, plugins: list[tuple[object, PluginOrigin]]) -> None:
+    """Register ``plugins`` (after those already registered); one that pluggy refuses is skipped.
+
+    pluggy checks a plugin's hooks when it registers and again when a later plugin adds their
+    hookspecs (``trade_addhooks``), so a refusal may name an earlier plugin and leave pluggy
+    half-changed: each attempt therefore starts from a fresh pluggy manager, without the culprits.
+    """
+    plugins = [*((manager.pm.get_plugin(name), origin) for name, origin in manager.origins.items()), *plugins]
+    while True:
+        manager.pm, manager.origins = _pluggy(), {}
+        refused = _refusal(manager, plugins)
+        if refused is None:
+            return
+        culprit, error = refused
+        manager.fail(next(origin for plugin, origin in plugins if plugin is culprit), error)
+        plugins = [(plugin, origin) for plugin, origin in plugins if plugin is not culprit]
+
+
+def _refusal(
+    manager: TradePluginManager, plugins: list[tuple[object, PluginOrigin]]
+) -> tuple[object, Exception] | None:
+    """Register ``plugins`` until pluggy refuses one: that plugin and why, or None when all are in."""
+    for plugin, origin in plugins:
+        try:
+            manager.register(plugin, origin.name, origin)
+        except pluggy.PluginValidationError as exc:
+            return exc.plugin, exc
+        except Exception as exc:  # its trade_addhooks raised, or the module is already registered
+            return plugin, exc
     try:
         manager.pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise PluginError(
-            f"plugin '{exc.plugin_name}' implements a hook no loaded plugin defines: {exc}",
-            hint="mark hooks of optional hosts @hookimpl(optionalhook=True)",
-        ) from None
+    except pluggy.PluginValidationError as exc:  # a hook no loaded plugin defines
+        return exc.plugin, exc
+    return None
 
 
 @functools.cache
@@ -161,20 +205,29 @@ def collect(
     hook_name: str,
     kind: str,
     name_of: Callable[[Any], str] = lambda item: item.name,
+    expect: type | None = None,
 ) -> dict[str, Provided[Any]]:
     """Call a ``register``-style hook once per plugin and return the items by name.
 
-    Each implementation is called with its own ``register`` so every item is attributed
-    to the plugin that supplied it. Two plugins registering the same name raise a
-    :class:`PluginError` naming both distributions.
+    Each implementation is called with its own ``register`` so every item is attributed to the
+    plugin that supplied it. An implementation that raises, or registers an item that is not an
+    ``expect`` (when given), is reported through :meth:`TradePluginManager.fail` and none of its
+    items are used, in this call or later ones: a half-registered plugin never is. Two plugins
+    registering the same name raise a :class:`PluginError` naming both distributions.
     """
     found: dict[str, Provided[Any]] = {}
-    caller = getattr(manager.hook, hook_name)
-    for impl in caller.get_hookimpls():
+    for impl in getattr(manager.hook, hook_name).get_hookimpls():
         origin = manager.origin(impl.plugin_name)
-
-        def register(item: Any, origin: PluginOrigin = origin) -> None:
-            name = name_of(item)
+        if manager.failed(origin.name, hook_name):  # skipped for good: reported once, never half-used
+            continue
+        items: list[Any] = []
+        try:
+            impl.function(register=items.append)
+            named = [(name_of(_checked(item, expect)), item) for item in items]
+        except Exception as exc:  # one broken plugin must not take the CLI down
+            manager.fail(origin, exc, hook_name)
+            continue
+        for name, item in named:
             if name in found:
                 first = found[name].origin
                 raise PluginError(
@@ -183,9 +236,13 @@ def collect(
                     hint=f"uninstall one of them or disable it with {env.DISABLE_PLUGINS}",
                 )
             found[name] = Provided(name, item, origin)
-
-        impl.function(register=register)
     return found
+
+
+def _checked(item: T, expect: type | None) -> T:
+    if expect is not None and not isinstance(item, expect):
+        raise TypeError(f"registered a {type(item).__name__}, not a {expect.__name__}")
+    return item
 
 
 def register_hooks(manager: TradePluginManager) -> list[str]:

@@ -1,9 +1,10 @@
-"""``trade plugins``: what is installed and what each plugin provides, per hook."""
+"""``trade plugins``: what is installed and what each plugin provides, per hook, and which plugins failed."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -11,21 +12,25 @@ from trade_core.hookspecs import hookimpl
 from trade_core.plugins import TradePluginManager, collect, get_manager, register_hooks
 
 
-def describe_plugins(manager: TradePluginManager) -> list[dict[str, object]]:
-    """Every loaded plugin with its distribution, version, module and named items per hook."""
-    provided: dict[str, dict[str, list[str]]] = {name: {} for name in manager.origins}
-    for hook_name in register_hooks(manager):
+def describe_plugins(manager: TradePluginManager) -> list[dict[str, Any]]:
+    """Every plugin, loaded or failed, with its distribution, version, module, status and named items per hook."""
+    provided: dict[str, dict[str, list[str]]] = {}
+    for hook_name in register_hooks(manager):  # collecting first records the plugins whose hooks raise
         for item in collect(manager, hook_name, hook_name).values():
             provided.setdefault(item.origin.name, {}).setdefault(hook_name, []).append(item.name)
+    origins = {**{f.origin.name: f.origin for f in manager.failures}, **manager.origins}
     rows = []
-    for name, origin in sorted(manager.origins.items()):
+    for name, origin in sorted(origins.items()):
+        failures = [{"hook": f.hook, "cause": f.cause} for f in manager.failures if f.origin.name == name]
         rows.append(
             {
                 "name": name,
                 "distribution": origin.dist,
                 "version": origin.version,
                 "module": origin.module,
+                "status": "failed" if failures else "ok",
                 "hooks": {hook: sorted(items) for hook, items in sorted(provided.get(name, {}).items())},
+                "failures": failures,
             }
         )
     return rows
@@ -34,20 +39,18 @@ def describe_plugins(manager: TradePluginManager) -> list[dict[str, object]]:
 @click.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plugins_command(as_json: bool) -> None:
-    """List installed plugins, their distributions and what they provide."""
-    manager = get_manager()
-    rows = describe_plugins(manager)
+    """List installed plugins, their distributions, what they provide and which failed."""
+    rows = describe_plugins(get_manager())
     if as_json:
-        click.echo(json.dumps({"plugins": rows, "failed": [f.__dict__ for f in manager.failures]}, indent=2))
+        click.echo(json.dumps({"plugins": rows}, indent=2))
         return
     for row in rows:
-        click.echo(f"{row['name']}  ({row['distribution']} {row['version']}, {row['module']})")
-        hooks = row["hooks"]
-        assert isinstance(hooks, dict)
-        for hook, items in hooks.items():
+        failed = "  FAILED" if row["status"] == "failed" else ""
+        click.echo(f"{row['name']}  ({row['distribution']} {row['version']}, {row['module']}){failed}")
+        for hook, items in row["hooks"].items():
             click.echo(f"    {hook}: {', '.join(items)}")
-    for failure in manager.failures:
-        click.echo(f"{failure.name}  FAILED: {failure.cause}")
+        for failure in row["failures"]:
+            click.echo(f"    {failure['hook'] or 'load'} FAILED: {failure['cause']}")
 
 
 @hookimpl

@@ -1,0 +1,181 @@
+"""A broken plugin is named once, in one line, and skipped; the CLI and every other plugin keep working."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import structlog
+
+from trade_core import hookimpl
+from trade_core.errors import PluginError
+from trade_core.plugins import TradePluginManager, collect, get_manager, load_entry_points, new_manager, register_hooks
+from trade_core.testing import TradeRun, inline_plugin, run_trade
+
+FAULTY = ("faulty-argname", "faulty-commands", "faulty-exit", "faulty-nonsense", "faulty-tools", "faulty-type")
+"""The entry points of tests/fixtures/trade-plugin-faulty, one per way of breaking."""
+
+
+def _faulty(site: Path, plugin: str, *args: str, **env: str) -> TradeRun:
+    """Run ``trade`` with only one of the faulty plugins loaded (besides the built-ins), logging JSON lines."""
+    others = ",".join(name for name in FAULTY if name != plugin)
+    environment = {"PYTHONPATH": str(site / "trade-plugin-faulty"), "TRADE_DISABLE_PLUGINS": others}
+    return run_trade(*args, env={**environment, "TRADE_LOG_JSON": "1", **env})
+
+
+def _errors(run: TradeRun) -> list[str]:
+    assert "Traceback" not in run.err, run.err
+    events = [json.loads(line) for line in run.err.splitlines()]
+    assert all(event["level"] == "error" for event in events), events
+    return [event["event"] for event in events]
+
+
+def _listed(run: TradeRun) -> dict[str, dict[str, Any]]:
+    assert run.code == 0, run.err
+    return {row["name"]: row for row in json.loads(run.out)["plugins"]}
+
+
+def test_a_raising_commands_hook_is_one_named_line_and_every_other_command_works(installed_plugins: Path) -> None:
+    line = (
+        "plugin 'faulty-commands' from trade-plugin-faulty 0.2.0 failed in trade_register_commands: "
+        "RuntimeError: the commands hook of a faulty plugin"
+    )
+    help_ = _faulty(installed_plugins, "faulty-commands", "--help")
+    assert help_.code == 0 and _errors(help_) == [line]
+    assert "  data " in help_.out and "faulty" not in help_.out  # registered before raising, so dropped too
+    listing = _faulty(installed_plugins, "faulty-commands", "plugins", "--json")
+    assert _errors(listing) == [line]  # collected twice (CLI and listing), reported once
+    row = _listed(listing)["faulty-commands"]
+    assert (row["status"], row["distribution"], row["hooks"]) == ("failed", "trade-plugin-faulty", {})
+    assert row["failures"] == [
+        {"hook": "trade_register_commands", "cause": "RuntimeError: the commands hook of a faulty plugin"}
+    ]
+    assert _listed(listing)["data"]["status"] == "ok"
+
+
+def test_strict_mode_makes_a_raising_hook_an_error_naming_the_plugin(installed_plugins: Path) -> None:
+    run = _faulty(installed_plugins, "faulty-commands", "--help", TRADE_STRICT_PLUGINS="1")
+    assert run.code == 2
+    [line] = run.err.strip().splitlines()
+    assert line.startswith("error: plugin 'faulty-commands' from trade-plugin-faulty 0.2.0 failed in trade_register_")
+
+
+def test_sys_exit_at_import_is_a_load_failure_not_the_exit_status(installed_plugins: Path) -> None:
+    run = _faulty(installed_plugins, "faulty-exit", "plugins", "--json")
+    assert _errors(run) == ["plugin 'faulty-exit' from trade-plugin-faulty 0.2.0 failed to load: SystemExit: 3"]
+    row = _listed(run)["faulty-exit"]
+    assert (row["status"], row["module"], row["failures"]) == (
+        "failed",
+        "trade_plugin_faulty.exits",
+        [{"hook": None, "cause": "SystemExit: 3"}],
+    )
+    assert _faulty(installed_plugins, "faulty-exit", "--help").code == 0
+
+
+def test_a_hook_no_plugin_defines_unregisters_only_that_plugin(installed_plugins: Path) -> None:
+    run = _faulty(installed_plugins, "faulty-nonsense", "plugins", "--json")
+    [line] = _errors(run)
+    assert line.startswith("plugin 'faulty-nonsense' from trade-plugin-faulty 0.2.0 failed to load: ")
+    assert "unknown hook 'trade_register_nonsense'" in line
+    rows = _listed(run)
+    assert rows["faulty-nonsense"]["status"] == "failed"
+    assert {"core", "data", "tools", "reward"} <= {name for name, row in rows.items() if row["status"] == "ok"}
+
+
+def test_a_misspelt_argument_found_when_a_later_plugin_adds_the_spec(installed_plugins: Path) -> None:
+    """``faulty-argname`` registers before trade-tools defines its hook, so pluggy's check fires inside tools'."""
+    run = _faulty(installed_plugins, "faulty-argname", "tools", "list")
+    assert run.code == 0
+    [line] = _errors(run)
+    assert line.startswith("plugin 'faulty-argname' from trade-plugin-faulty 0.2.0 failed to load: ")
+    assert "regster" in line
+    assert run.out.count("  [trade-tools]") == 4
+
+
+def test_a_raising_tools_hook_leaves_the_builtin_tools(installed_plugins: Path) -> None:
+    run = _faulty(installed_plugins, "faulty-tools", "tools", "list")
+    assert run.code == 0
+    assert _errors(run) == [
+        "plugin 'faulty-tools' from trade-plugin-faulty 0.2.0 failed in trade_register_tools: "
+        "RuntimeError: the tools hook of a faulty plugin"
+    ]
+    assert run.out.count("  [trade-tools]") == 4
+
+
+@pytest.mark.slow  # the real dataset is imported once per session
+def test_a_raising_tools_hook_leaves_episode_calls_working(installed_plugins: Path, real_dataset: Path) -> None:
+    args = ("tools", "call", "TakeAction", "--args", '{"type": "stop", "reasoning": "不调仓"}')
+    run = _faulty(installed_plugins, "faulty-tools", *args, "--data", str(real_dataset), "--date", "2024-06-03")
+    assert run.code == 0 and run.out.startswith("已结束今日交易。")
+    [line] = _errors(run)
+    assert line.startswith("plugin 'faulty-tools' from trade-plugin-faulty 0.2.0 failed in trade_register_tools: ")
+
+
+def test_a_command_of_the_wrong_type_is_refused(installed_plugins: Path) -> None:
+    cause = "TypeError: registered a NotACommand, not a Command"
+    line = "plugin 'faulty-type' from trade-plugin-faulty 0.2.0 failed in trade_register_{}: " + cause
+    run = _faulty(installed_plugins, "faulty-type", "data", "--help")
+    assert run.code == 0
+    assert _errors(run) == [line.format("commands"), line.format("data_commands")]
+    assert "not-a-command" not in run.out and "  tasks " in run.out
+    row = _listed(_faulty(installed_plugins, "faulty-type", "plugins", "--json"))["faulty-type"]
+    assert row["failures"] == [{"hook": "trade_register_commands", "cause": cause}]
+    assert "trade_register_commands" not in row["hooks"]  # the listing itself checks no types
+
+
+def test_text_listing_marks_failed_plugins(installed_plugins: Path) -> None:
+    run = _faulty(installed_plugins, "faulty-tools", "plugins")
+    assert run.code == 0
+    assert (
+        "faulty-tools  (trade-plugin-faulty 0.2.0, trade_plugin_faulty.tools)  FAILED\n"
+        "    trade_register_tools FAILED: RuntimeError: the tools hook of a faulty plugin\n"
+    ) in run.out
+
+
+@pytest.fixture
+def loaded() -> TradePluginManager:
+    """A fresh manager with every installed plugin, so inline plugins do not touch the process-wide one."""
+    manager = new_manager()
+    load_entry_points(manager)
+    return manager
+
+
+class _Raising:
+    """An inline plugin whose ``hook`` registers an item, then raises."""
+
+    def __init__(self, hook: str) -> None:
+        def half_registered(register: Any) -> None:
+            register(SimpleNamespace(name="half"))
+            raise ValueError("broken on purpose")
+
+        setattr(self, hook, hookimpl(half_registered))
+
+
+@pytest.mark.parametrize("hook", register_hooks(get_manager()))
+def test_a_plugin_raising_in_any_register_hook_is_skipped_and_named_once(loaded: TradePluginManager, hook: str) -> None:
+    def origins() -> dict[str, str]:
+        return {name: provided.origin.name for name, provided in collect(loaded, hook, hook).items()}
+
+    healthy = origins()
+    with inline_plugin(loaded, _Raising(hook), "raising"), structlog.testing.capture_logs() as logs:
+        assert origins() == healthy  # "half" was registered before the raise, and is dropped
+        assert origins() == healthy
+    assert [(f.origin.name, f.hook, f.cause) for f in loaded.failures] == [
+        ("raising", hook, "ValueError: broken on purpose")
+    ]
+    assert [log["event"] for log in logs] == [
+        f"plugin 'raising' from (inline) failed in {hook}: ValueError: broken on purpose"
+    ]
+
+
+def test_strict_mode_raises_naming_the_plugin_inline(
+    loaded: TradePluginManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRADE_STRICT_PLUGINS", "1")
+    with inline_plugin(loaded, _Raising("trade_register_commands"), "raising"), pytest.raises(PluginError) as error:
+        collect(loaded, "trade_register_commands", "command")
+    assert str(error.value).startswith("plugin 'raising' from (inline) failed in trade_register_commands: ")
+    assert not loaded.failures
