@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,29 @@ def test_step_metrics_count_what_happened(step: list[Rollout]) -> None:
 def test_a_group_whose_scores_differ_is_not_zero_variance(step: list[Rollout]) -> None:
     assert step_metrics(step[2:])["trade/zero_variance_groups"] == 0.0
     assert step_metrics(step[:2])["trade/zero_variance_groups"] == 1.0
+
+
+def test_unscorable_trajectories_count_as_their_own_failures(step: list[Rollout], real_store: MarketStore) -> None:
+    """A NaN in the ground truth and a ground truth for another day: failure scores, counted, means finite."""
+    episode = step[2].episode
+    symbols = [*episode.task.pool, *episode.task.holdings]
+    bought = next(a.symbol for a in episode.actions if a.accepted and a.type == "buy")
+    spoilt = json.loads(ground_truth(real_store, DAY, symbols).model_dump_json())
+    spoilt["growth"][bought] = [math.nan] * 3
+    other_day = ground_truth(real_store, "2024-06-05", symbols).model_dump_json()
+    rollouts = []
+    for truth in (json.dumps(spoilt), other_day):
+        reward = compute_score("trade", "", truth, {"episode": episode.model_dump_json()})
+        rollouts.append(
+            Rollout.from_fields(
+                "c", reward.pop("score"), {"episode": episode.model_dump_json(), "reward_extra_info": reward}
+            )
+        )
+    assert [(r.score, r.reward["failure"]) for r in rollouts] == [(-3.0, "invalid_outcome"), (-3.0, "malformed")]
+    metrics = step_metrics([*step, *rollouts])
+    assert metrics["trade/failure/invalid_outcome"] == metrics["trade/failure/malformed"] == pytest.approx(1 / 6)
+    assert metrics["trade/failure/no_valid_call"] == pytest.approx(1 / 6)
+    assert all(math.isfinite(value) for value in metrics.values())
 
 
 def test_trajectory_records_keep_prompt_replies_and_reward(step: list[Rollout], tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from trade_core.errors import TradeError
 from trade_data.store import MarketStore
@@ -26,6 +26,15 @@ class GroundTruth(BaseModel):
     horizon_dates: list[dt.date] = Field(description="the T+1..T+k trading days")
     close: dict[str, float] = Field(description="raw close at T0 (the last close if suspended), CNY")
     growth: dict[str, list[float]] = Field(description="adjusted close at T+k / adjusted close at T0, k = 1..K")
+
+    @model_validator(mode="after")
+    def _shapes_agree(self) -> GroundTruth:
+        """Every stock has a close and one growth per horizon date, so reading one cannot fail half-way."""
+        if self.close.keys() != self.growth.keys():
+            raise ValueError("close and growth must name the same stocks")
+        if any(len(g) != len(self.horizon_dates) for g in self.growth.values()):
+            raise ValueError("every growth needs one value per horizon date")
+        return self
 
 
 def _last_close(store: MarketStore, index: int, column: int) -> float:

@@ -1,12 +1,14 @@
 """Reward schemes: an Outcome in, a score and its breakdown out. Built-ins are plugins like any other.
 
 Failures score below every success, whatever the market did: an episode without a single valid
-tool call, one truncated (turns or tokens) and one that never called ``TakeAction(stop)``.
+tool call, one truncated (turns or tokens), one that never called ``TakeAction(stop)``, and one whose
+numbers or inputs could not be scored (``invalid_outcome``, ``malformed``: see :mod:`trade_reward.outcome`).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -14,11 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from trade_core.errors import TradeError
 from trade_core.plugins import TradePluginManager, collect, get_manager
-from trade_reward.outcome import Outcome
+from trade_reward.outcome import INVALID, MALFORMED, Outcome
+
+FAILURES = ("no_valid_call", "truncated", "no_stop", INVALID, MALFORMED)
+"""Every failure a built-in scheme reports, as :func:`failure_of` names them."""
 
 
 class Reward(BaseModel):
     """A score with everything that went into it (logged by verl, read by `trade reward explain`)."""
+
+    model_config = ConfigDict(allow_inf_nan=False)  # a NaN score would poison a whole GRPO batch
 
     score: float
     scheme: str
@@ -27,7 +34,7 @@ class Reward(BaseModel):
     r_outcome: float
     bucket: int | None = None
     penalty: float = 0.0
-    failure: str | None = Field(None, description="no_valid_call, truncated or no_stop; None on success")
+    failure: str | None = Field(None, description=f"one of {', '.join(FAILURES)}; None on success")
 
     def flat(self) -> dict[str, Any]:
         """The breakdown as verl wants it: ``{"score": ..., **numbers}`` with no None values."""
@@ -38,7 +45,10 @@ class Reward(BaseModel):
 
 
 def failure_of(outcome: Outcome) -> str | None:
-    if outcome.valid_calls == 0:
+    """Why the outcome scores as a failure, or None when its return is the score."""
+    if outcome.invalid:
+        return outcome.invalid
+    if outcome.valid_calls <= 0:
         return "no_valid_call"
     if outcome.status == "truncated":
         return "truncated"
@@ -58,19 +68,26 @@ class RewardScheme(ABC):
         try:
             self.settings = self.Settings(**settings)
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "settings"
             valid = ", ".join(self.Settings.model_fields)
             raise TradeError(
-                f"bad settings for reward scheme '{self.name}': {where}: {first['msg']}", hint=f"settings: {valid}"
+                f"bad settings for reward scheme '{self.name}': {error_line(error)}", hint=f"settings: {valid}"
             ) from None
 
     @abstractmethod
     def score(self, outcome: Outcome) -> Reward: ...
 
 
+def error_line(error: Exception, limit: int = 200) -> str:
+    """One short line: a ValidationError's first problem as ``where: what``, cut to ``limit`` characters
+    (a dict key in ``where`` can be as long as the input)."""
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        return f"{'.'.join(str(p) for p in first['loc']) or 'value'}: {first['msg']}"[:limit]
+    return " ".join(str(error).split())[:limit]
+
+
 class BucketedSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     edges: tuple[float, float, float, float] = Field(
         (-0.02, -0.005, 0.005, 0.02), description="r_outcome edges between buckets -2 | -1 | 0 | 1 | 2"
@@ -83,6 +100,12 @@ class BucketedSettings(BaseModel):
             raise ValueError("edges must be strictly increasing")
         return self
 
+    @model_validator(mode="after")
+    def _failures_score_lowest(self) -> BucketedSettings:
+        if self.failure >= -2:
+            raise ValueError("failure must be < -2, or a failure could score as much as a bad trade")
+        return self
+
 
 class Bucketed(RewardScheme):
     """r <= -2%: -2; -2% < r <= -0.5%: -1; |r| < 0.5%: 0; 0.5% <= r < 2%: 1; r >= 2%: 2; failures -3."""
@@ -92,6 +115,8 @@ class Bucketed(RewardScheme):
     Settings = BucketedSettings
 
     def bucket(self, r: float) -> int:
+        if not math.isfinite(r):
+            raise ValueError(f"r_outcome must be finite, not {r}")  # NaN fails every test below: the top bucket
         a, b, c, d = self.settings.edges  # type: ignore[attr-defined]
         if r <= a:
             return -2
@@ -109,11 +134,17 @@ class Bucketed(RewardScheme):
 
 
 class ContinuousSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     scale: float = Field(50.0, gt=0, description="score = clip(scale * r_outcome, -clip, clip)")
     clip: float = Field(1.0, gt=0)
     failure: float = Field(-1.5, description="score of a failed episode (below -clip)")
+
+    @model_validator(mode="after")
+    def _failures_score_lowest(self) -> ContinuousSettings:
+        if self.failure >= -self.clip:
+            raise ValueError("failure must be < -clip, or a failure could score as much as a bad trade")
+        return self
 
 
 class Continuous(RewardScheme):

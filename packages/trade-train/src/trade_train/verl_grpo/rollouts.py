@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from trade_reward.schemes import FAILURES
 from trade_tools.episode import Episode
 from trade_tools.trajectory import FunctionCall, Message, ToolCall, Trajectory
 
@@ -75,7 +76,8 @@ def step_metrics(rollouts: Sequence[Rollout]) -> dict[str, float]:
 
     - ``reward/<part>/mean``: mean of each number in the reward breakdown (score, r_new, r_orig, r_outcome,
       penalty; ``bucket`` over the trajectories that have one, i.e. that did not fail),
-    - ``failure/<kind>``: share of trajectories scored as that failure (no_valid_call, truncated, no_stop),
+    - ``failure/<kind>``: share of trajectories scored as that failure (no_valid_call, truncated, no_stop, and
+      invalid_outcome or malformed when an Episode or ground truth holds bad numbers or cannot be read),
     - ``stop_rate``: share that executed ``TakeAction(stop)``; ``status/<status>``: share per Episode status,
     - ``tool_error_rate``: tool calls answered with an error text / all tool calls,
     - ``zero_variance_groups``: share of GRPO groups (same prompt) whose scores are all equal, so their
@@ -97,7 +99,7 @@ def step_metrics(rollouts: Sequence[Rollout]) -> dict[str, float]:
             parts[key].append(float(value))
     metrics.update({f"reward/{key}/mean": math.fsum(values) / len(values) for key, values in parts.items()})
     failures = Counter(str(rollout.reward.get("failure") or "") for rollout in rollouts)
-    metrics.update({f"failure/{kind}": failures[kind] / count for kind in ("no_valid_call", "truncated", "no_stop")})
+    metrics.update({f"failure/{kind}": failures[kind] / count for kind in FAILURES})
     statuses = Counter(rollout.episode.status for rollout in rollouts)
     metrics.update({f"status/{status}": statuses[status] / count for status in ("stopped", "truncated", "failed")})
     metrics["stop_rate"] = metrics["status/stopped"]
