@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
+
+from trade_tools.text import MAX_PERIOD
 
 POOL = ["SH600519", "SZ000001", "SZ300750"]
 
@@ -73,3 +77,59 @@ def test_macro_change_and_volatility(open_day, real_table: pd.DataFrame) -> None
     assert f"收{closes.iloc[-1]:.2f}" in text and "收4548.03" in text
     assert f"区间涨跌{closes.iloc[-1] / closes.iloc[0] - 1:+.2%}" in text
     assert f"日波动率{closes.pct_change().std():.2%}" in text
+
+
+def _last_days(text: str) -> list[tuple[str, float, float]]:
+    """The "近5日" line as (MM-DD, close, change), change NaN where it shows "-"."""
+    line = next(line for line in text.splitlines() if line.startswith("近5日："))
+    days = []
+    for part in line.removeprefix("近5日：").split(" | "):
+        date, close, mark = part.replace("收", "").split(" ")
+        sign = {"↑": 1, "↓": -1, "→": 0}.get(mark[0])
+        days.append((date, float(close), np.nan if sign is None else sign * float(mark[1:-1]) / 100))
+    return days
+
+
+def _check_period(text: str, closes: pd.Series, dates: pd.Series, period: int) -> None:
+    """Latest change, period change and the last five days against adjusted closes (oldest first)."""
+    moves = closes.pct_change()
+    assert f" 近{period}个交易日" in text.splitlines()[0], text
+    latest = re.search(r"涨跌([+-][\d.]+)%", text.splitlines()[1])
+    assert latest and float(latest.group(1)) / 100 == pytest.approx(moves.iloc[-1], abs=6e-5), text
+    change = float(re.search(r"区间涨跌([+-][\d.]+)%", text).group(1)) / 100  # type: ignore[union-attr]
+    assert change == pytest.approx(closes.iloc[-1] / closes.iloc[-1 - period] - 1, abs=6e-5), (period, text)
+    shown = _last_days(text)
+    assert [d for d, _, _ in shown] == [f"{d:%m-%d}" for d in dates.tail(5)], (period, text)
+    assert [c for _, c, _ in shown] == pytest.approx(closes.tail(5).to_list(), abs=0.006)
+    assert [m for _, _, m in shown] == pytest.approx(moves.tail(5).to_list(), abs=6e-5), (period, text)
+
+
+def test_macro_every_period_against_the_raw_closes(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+    day = open_day("2025-09-11", POOL)
+    rows = _traded(real_table, "SH000300", "2025-09-11")
+    closes = rows["close"] * rows["factor"]
+    for period in range(1, MAX_PERIOD + 1):
+        text = day.call("get_macro_indicators", {"index": "SH000300", "period": f"{period}d"})
+        _check_period(text, closes, rows["date"], period)
+        window = closes.tail(period)
+        volatility = re.search(r"日波动率([\d.]+%|-)", text).group(1)  # type: ignore[union-attr]
+        if period == 1:
+            assert volatility == "-"
+        else:
+            assert float(volatility[:-1]) / 100 == pytest.approx(closes.pct_change().tail(period).std(), abs=6e-5)
+        high, low = window.idxmax(), window.idxmin()
+        assert f"区间收盘最高{window[high]:.2f}({rows['date'][high]:%Y-%m-%d})" in text, (period, text)
+        assert f"最低{window[low]:.2f}({rows['date'][low]:%Y-%m-%d})" in text, (period, text)
+
+
+def test_price_every_period_against_the_raw_table(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+    day = open_day("2024-06-14", POOL)
+    rows = _traded(real_table, "SZ000001", "2024-06-14")
+    scale = rows["factor"] / rows["factor"].iloc[-1]  # forward-adjusted to T0's price scale
+    closes, highs, lows = rows["close"] * scale, rows["high"] * scale, rows["low"] * scale
+    for period in range(1, MAX_PERIOD + 1):
+        text = day.call("get_price_data", {"symbol": "SZ000001", "period": f"{period}d", "indicators": []})
+        _check_period(text, closes, rows["date"], period)
+        high, low = highs.tail(period).idxmax(), lows.tail(period).idxmin()
+        assert f"最高{highs[high]:.2f}({rows['date'][high]:%Y-%m-%d})" in text, (period, text)
+        assert f"最低{lows[low]:.2f}({rows['date'][low]:%Y-%m-%d})" in text, (period, text)

@@ -282,8 +282,8 @@ EXPECTED = {  # status, reward failure, assistant turns, tool turns, tool calls,
     "bad_json": ("failed", "no_stop", 3, 2, 2, 1, "错误：参数必须是JSON对象"),
     "unknown_tool": ("stopped", "", 2, 2, 2, 1, "错误：未知工具 'get_news'"),
     "never_stops": ("truncated", "truncated", 4, 4, 4, 0, "最新"),
-    "no_tool_call": ("failed", "no_stop", 2, 1, 1, 0, "沪深300(SH000300)"),
-    "token_budget": ("truncated", "truncated", 2, 1, 1, 0, "沪深300(SH000300)"),
+    "no_tool_call": ("failed", "no_stop", 2, 1, 1, 0, "上证指数(SH000001)"),
+    "token_budget": ("truncated", "truncated", 2, 1, 1, 0, "上证指数(SH000001)"),
 }
 
 

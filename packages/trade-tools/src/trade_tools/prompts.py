@@ -43,11 +43,19 @@ def _tool_lines(episode: Episode) -> str:
     return "\n".join(lines)
 
 
+def _turn_limit(turns: int) -> str:
+    """The episode truncates itself after ``turns`` replies (a failure score): the model must know the limit."""
+    return (
+        f'- 本交易日最多回复{turns}轮；第{turns}轮回复后仍未调用 TakeAction(type="stop") 的，'
+        "当日被截断并记为失败（得分低于任何正常结束的结果）"
+    )
+
+
 def default_system(episode: Episode) -> str:
     summary = market_summary(episode.view, index=episode.task.index, universe=episode.task.universe).to_text()
     parts = [
         "你是一名A股量化交易分析师，负责在单个交易日T0对一个股票组合进行调仓，目标是让调仓后组合在未来三个交易日的收益超过不调仓。",
-        "## 交易规则\n" + episode.rules.describe(episode.task.date),
+        "## 交易规则\n" + episode.rules.describe(episode.task.date) + "\n" + _turn_limit(episode.settings.max_turns),
         "## 工作流程\n1. 阅读账户：持仓、现金、股票池\n2. 观察市场：大盘趋势、波动、宽度、活跃度、风格\n"
         "3. 调用工具分析：价格走势、技术指标或Alpha因子（数据截至T0收盘）\n"
         "4. 用 TakeAction 买入或卖出（可多笔），每笔写明 reasoning\n"

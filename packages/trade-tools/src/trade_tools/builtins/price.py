@@ -20,7 +20,7 @@ class PriceArgs(Arguments):
     period: str = Field("20d", description='回看交易日数，如 "20d"（1-250）')
     indicators: list[str] = Field(
         default_factory=lambda: list(DEFAULT_INDICATORS),
-        description=f"技术指标名列表，可选：{', '.join(INDICATORS)}",
+        description=f"技术指标名列表（名称见工具说明），省略时为 {', '.join(DEFAULT_INDICATORS)}",
     )
 
 
@@ -29,6 +29,7 @@ class GetPriceData(Tool):
     description = (
         "查询一只股票截至T0收盘的行情：最新K线、区间高低点、近5日走势和技术指标最新值。"
         "价格为以T0为基准的前复权价（最新价即T0实际收盘价）。"
+        f"indicators 须用以下名称：{', '.join(INDICATORS)}。"
     )
     arguments = PriceArgs
     budget = 1500
@@ -41,11 +42,14 @@ class GetPriceData(Tool):
         if unknown:
             raise ToolError(f"未知指标 {', '.join(unknown)}；可用：{', '.join(INDICATORS)}")
         view = episode.view
-        bars = view.window(symbol, days)
+        bars = view.window(symbol, max(days, 5) + 1)  # one bar more: the first shown day's change needs it
         if len(bars) == 0:
             raise ToolError(f"{symbol} 截至{view.date}没有行情")
         scale = 1 / view.factor(symbol)  # adjusted -> T0 raw scale (forward-adjusted to T0)
         close, high, low = bars.close * scale, bars.high * scale, bars.low * scale
+        changes = daily_changes(close)
+        first = period_start(len(bars), days)
+        before = close[first - 1] if first else math.nan
         status = []
         if view.is_suspended(symbol):
             status.append(f"今日停牌（最后交易日{text.day(bars.dates[-1])}）")
@@ -53,20 +57,20 @@ class GetPriceData(Tool):
             status.append("今日收盘涨停")
         elif view.at_limit_down(symbol):
             status.append("今日收盘跌停")
-        change = close[-1] / close[-2] - 1 if len(bars) > 1 else math.nan
-        hi, lo = int(np.argmax(high)), int(np.argmin(low))
+        hi, lo = first + int(np.argmax(high[first:])), first + int(np.argmin(low[first:]))
         lines = [
-            f"## {symbol} 近{len(bars)}个交易日行情（前复权至{view.date}）"
+            f"## {symbol} 近{len(bars) - first}个交易日行情（前复权至{view.date}）"
             + (f" [{'；'.join(status)}]" if status else ""),
             f"最新：{text.day(bars.dates[-1])} 开{text.price(bars.open[-1] * scale)} 高{text.price(high[-1])} "
-            f"低{text.price(low[-1])} 收{text.price(close[-1])} 量{text.lots(bars.volume[-1])} 涨跌{text.pct(change)}",
+            f"低{text.price(low[-1])} 收{text.price(close[-1])} 量{text.lots(bars.volume[-1])} "
+            f"涨跌{text.pct(changes[-1])}",
             f"区间：最高{text.price(high[hi])}({text.day(bars.dates[hi])}) "
             f"最低{text.price(low[lo])}({text.day(bars.dates[lo])}) "
-            f"区间涨跌{text.pct(close[-1] / close[0] - 1)}",
+            f"区间涨跌{text.pct(close[-1] / before - 1)}",
             "近5日："
             + " | ".join(
-                f"{text.day(d)[5:]} 收{text.price(c)} {text.mark(c / p - 1)}"
-                for d, c, p in zip(bars.dates[-5:], close[-5:], np.concatenate([[np.nan], close])[-6:-1], strict=True)
+                f"{text.day(d)[5:]} 收{text.price(c)} {text.mark(r)}"
+                for d, c, r in zip(bars.dates[-5:], close[-5:], changes[-5:], strict=True)
             ),
         ]
         if names:
@@ -77,6 +81,20 @@ class GetPriceData(Tool):
                 shown = _format(name, value)
                 lines.append(f"- {name}: {shown}（{DESCRIPTIONS[name]}）")
         return "\n".join(lines)
+
+
+def daily_changes(close: np.ndarray) -> np.ndarray:
+    """Each bar's change against the bar before it (NaN for the first)."""
+    return close / np.concatenate([[np.nan], close[:-1]]) - 1
+
+
+def period_start(bars: int, days: int) -> int:
+    """Where a period of ``days`` starts in a window of ``bars`` bars.
+
+    The bar before it is the base of the period's change, so a window shorter than the period
+    gives up its first day for the base (unless it holds a single bar).
+    """
+    return max(bars - days, min(1, bars - 1))
 
 
 def _format(name: str, value: float) -> str:

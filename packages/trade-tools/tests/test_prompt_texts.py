@@ -1,0 +1,78 @@
+"""What the prompt and the tool descriptions tell the model about what the episode enforces."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from trade_data.store import MarketStore
+from trade_tools.alpha import alpha158
+from trade_tools.episode import Episode, EpisodeSettings, Task
+from trade_tools.indicators import INDICATORS
+from trade_tools.tool import available_tools
+
+POOL = ["SH600519", "SZ000001", "SZ300750"]
+ENGLISH = re.compile(r"[A-Za-z]{2,}")
+
+
+def _description(name: str) -> str:
+    return available_tools()[name].schema()["function"]["description"]
+
+
+@pytest.mark.parametrize("max_turns", [3, 16])
+def test_system_prompt_states_the_episodes_turn_limit(open_day, max_turns: int) -> None:  # type: ignore[no-untyped-def]
+    system = open_day("2024-06-14", POOL, settings=EpisodeSettings(max_turns=max_turns)).messages()[0]["content"]
+    assert f"最多回复{max_turns}轮" in system
+    assert f"第{max_turns}轮回复后仍未调用" in system and "截断" in system
+
+
+def test_macro_default_index_is_the_market_state_index(real_store: MarketStore) -> None:
+    for index, name in [("SH000001", "上证指数"), ("SH000300", "沪深300")]:
+        task = Task(task_id="t", date="2024-06-14", pool=POOL, cash=1e6, index=index)  # type: ignore[arg-type]
+        day = Episode.start(task, real_store)
+        assert f"市场状态（截至2024-06-14收盘，{name}）" in day.messages()[0]["content"]
+        assert day.call("get_macro_indicators", {}).startswith(f"## {name}({index}) 近20个交易日")
+        assert day.call("get_macro_indicators", {"index": "sh000905"}).startswith("## 中证500(SH000905)")
+    assert "市场状态" in _description("get_macro_indicators")
+
+
+def test_price_tool_description_and_error_list_every_indicator(open_day) -> None:  # type: ignore[no-untyped-def]
+    description = _description("get_price_data")
+    assert all(name in description for name in INDICATORS)
+    text = open_day("2024-06-14", POOL).call("get_price_data", {"symbol": "SH600519", "indicators": ["MACD", "RSI"]})
+    assert text.startswith("错误：未知指标 MACD, RSI；可用：") and all(name in text for name in INDICATORS)
+
+
+def test_alpha_description_gives_every_family_its_direction() -> None:
+    from trade_tools.builtins.alpha_factor import FACTOR_GROUPS
+
+    description = _description("compute_alpha_factor")
+    assert len(description) < 600 and "ROCd=Ref($close,d)/$close，越大表示近d日跌得越多" in description
+    listed = re.findall(r"[A-Z]+[0-9]*d?", description.split("各族方向：")[1])
+    windows = re.search(r"d=([0-9/]+)", description).group(1).split("/")  # type: ignore[union-attr]
+    names = {f"{token[:-1]}{d}" for token in listed if token.endswith("d") for d in windows}
+    assert names | {token for token in listed if not token.endswith("d")} == set(alpha158())
+    groups = "".join(heading + "".join(meanings.values()) for heading, meanings in FACTOR_GROUPS)
+    assert not ENGLISH.findall(groups.replace("{d}", ""))
+
+
+def test_every_alpha158_result_shows_its_formula_and_meaning(open_day) -> None:  # type: ignore[no-untyped-def]
+    from qlib.contrib.data.loader import Alpha158DL
+
+    formulas = dict(zip(*reversed(Alpha158DL.get_feature_config()), strict=True))
+    day = open_day("2024-06-14", POOL)
+    for name in alpha158():
+        text = day.call("compute_alpha_factor", {"expression": name.lower(), "symbols": POOL[:1]})
+        header, meaning = text.splitlines()[:2]
+        assert header.startswith(f"## Alpha158因子 {name}（"), text
+        assert meaning.startswith(f"公式：{formulas[name]}；含义：") and len(meaning) < 250, meaning
+        assert not ENGLISH.findall(meaning.split("；含义：")[1]), meaning
+
+
+def test_roc_says_that_the_stock_that_rose_most_ranks_last(open_day) -> None:  # type: ignore[no-untyped-def]
+    # five days to 2024-10-08: SZ300750 +51%, SH600519 +26%, SZ000001 +24% (adjusted closes)
+    text = open_day("2024-10-08", POOL).call("compute_alpha_factor", {"expression": "ROC5", "symbols": POOL})
+    lines = text.splitlines()
+    assert lines[1] == "公式：Ref($close, 5)/$close；含义：5日前收盘价÷今日收盘价，越大表示近5日跌得越多"
+    assert lines[-1].startswith("3. SZ300750: 0.66")
