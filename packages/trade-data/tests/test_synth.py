@@ -269,7 +269,7 @@ def test_cli_writes_a_synthetic_dataset_and_info_says_so(tmp_path: Path) -> None
     [
         (["--start", "2021-01-01", "--end", "2020-01-01"], "before start"),
         (["--symbols", "9"], "out of range"),
-        (["--start", "2020.01.01"], "not YYYY-MM-DD"),
+        (["--start", "2020.01.01"], "is not a date YYYY-MM-DD"),
     ],
 )
 def test_cli_bad_arguments_give_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:

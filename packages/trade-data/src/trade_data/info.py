@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
+import pandas as pd
 from pydantic import BaseModel
 
 from trade_data.qlib_dir import (
@@ -14,6 +16,7 @@ from trade_data.qlib_dir import (
     read_meta,
     read_universe,
     require_dataset,
+    settle,
 )
 from trade_data.symbols import Board, board_of
 
@@ -39,6 +42,8 @@ class DatasetInfo(BaseModel):
     universes: list[UniverseInfo]
     suspended_days: int
     """Stock-days inside a stock's listed span without a bar or with no volume (not traded)."""
+    warnings: list[str]
+    """What a reader of this dataset should know, e.g. a universe that ends before the data."""
 
     def to_text(self) -> str:
         kind = "SYNTHETIC market (not real data)" if self.synthetic else "real market data"
@@ -53,6 +58,7 @@ class DatasetInfo(BaseModel):
                 f"universe    {u.name}: {u.symbols} symbols ({u.with_data} with bars), "
                 f"{u.members_first_day} members on the first day, {u.members_last_day} on the last"
             )
+        lines += [f"warning     {warning}" for warning in self.warnings]
         return "\n".join(lines)
 
 
@@ -60,10 +66,17 @@ def _members_on(members, day) -> int:  # type: ignore[no-untyped-def]
     return int(((members["start"] <= day) & (members["end"] >= day)).sum())
 
 
+def ending_early(universes: Mapping[str, pd.DataFrame], last_day: pd.Timestamp) -> dict[str, pd.Timestamp]:
+    """The last day of each universe whose intervals end before ``last_day``: later days have no members."""
+    ends = {name: members["end"].max() for name, members in universes.items() if not members.empty}
+    return {name: end for name, end in ends.items() if end < last_day}
+
+
 def dataset_info(folder: Path) -> DatasetInfo:
-    folder = require_dataset(Path(folder))
+    folder = require_dataset(settle(Path(folder)))
     meta = read_meta(folder)
     calendar = read_calendar(folder)
+    last = calendar[-1]
     listed = read_instruments_file(folder / "instruments" / "all.txt")
     symbols = list(listed["symbol"])
     indices = [s for s in symbols if board_of(s) is Board.INDEX]
@@ -74,8 +87,8 @@ def dataset_info(folder: Path) -> DatasetInfo:
             suspended += int((~(volume > 0)).sum())
     known = set(symbols)
     universes = []
-    for name in list_universes(folder):
-        members = read_universe(folder, name)
+    members_of = {name: read_universe(folder, name) for name in list_universes(folder)}
+    for name, members in members_of.items():
         universes.append(
             UniverseInfo(
                 name=name,
@@ -97,4 +110,8 @@ def dataset_info(folder: Path) -> DatasetInfo:
         trading_days=len(calendar),
         universes=universes,
         suspended_days=suspended,
+        warnings=[
+            f"universe {name} ends {end:%Y-%m-%d}, before the data ({last:%Y-%m-%d}): later days have no members"
+            for name, end in ending_early(members_of, last).items()
+        ],
     )

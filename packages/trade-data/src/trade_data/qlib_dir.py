@@ -10,11 +10,16 @@ where the data came from, above all whether it is synthetic.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
+import glob
 import os
+import re
 import shutil
+import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +28,12 @@ from pydantic import BaseModel, Field
 from tqdm import tqdm
 
 from trade_data.errors import DatasetError, DataValidationError
-from trade_data.table import validate_table
+from trade_data.table import stored_values, validate_table
 
 FIELDS = ("open", "high", "low", "close", "volume", "factor", "change")
 META_FILE = "trade.json"
 _FORMAT_VERSION = 1
+_UNIVERSE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
 class DatasetMeta(BaseModel):
@@ -90,24 +96,21 @@ def _write_instruments(path: Path, members: pd.DataFrame) -> None:
 
 
 def _encode(symbol_rows: pd.DataFrame, calendar: pd.DatetimeIndex) -> tuple[int, dict[str, np.ndarray]]:
-    """One symbol's rows -> (start index, field -> dense float32 array over its calendar span)."""
+    """One symbol's rows -> (start index, field -> dense float32 array over its calendar span).
+
+    ``change`` is computed from the stored float32 closes, so rewriting rows read back from a
+    dataset (an append) gives the same bytes again.
+    """
     positions = calendar.get_indexer(symbol_rows["date"])
     start, end = int(positions[0]), int(positions[-1])
     offsets = positions - start
-    adjusted = {
-        "open": symbol_rows["open"].to_numpy() * symbol_rows["factor"].to_numpy(),
-        "high": symbol_rows["high"].to_numpy() * symbol_rows["factor"].to_numpy(),
-        "low": symbol_rows["low"].to_numpy() * symbol_rows["factor"].to_numpy(),
-        "close": symbol_rows["close"].to_numpy() * symbol_rows["factor"].to_numpy(),
-        "volume": symbol_rows["volume"].to_numpy() / symbol_rows["factor"].to_numpy(),
-        "factor": symbol_rows["factor"].to_numpy(),
-    }
-    close = adjusted["close"]
+    stored = stored_values(symbol_rows)
+    close = stored["close"].astype("float64")
     change = np.full(len(close), np.nan)
     change[1:] = close[1:] / close[:-1] - 1.0  # versus the last traded close, across suspensions
-    adjusted["change"] = change
+    stored["change"] = change.astype("<f4")
     dense = {}
-    for name, values in adjusted.items():
+    for name, values in stored.items():
         column = np.full(end - start + 1, np.nan, dtype="<f4")
         column[offsets] = values
         dense[name] = column
@@ -145,15 +148,14 @@ def write_dataset(
     defaults to the table's dates; ``universes`` maps a name to membership intervals.
     """
     out = Path(out)
-    refuse_foreign_folder(out)
+    for name in universes or {}:
+        check_universe_name(name)
     cal = pd.DatetimeIndex(calendar if calendar is not None else sorted(table["date"].unique())).as_unit("ns")
     frame = validate_table(table, calendar=cal, source=source)
     if frame.empty:
         raise DataValidationError(f"{source}: the table has no rows")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        (staging / "calendars").mkdir(parents=True)
+    with staging_folder(out) as staging:
+        (staging / "calendars").mkdir()
         (staging / "instruments").mkdir()
         (staging / "calendars" / "day.txt").write_text("".join(f"{d:%Y-%m-%d}\n" for d in cal))
         spans = frame.groupby("symbol")["date"].agg(["min", "max"]).reset_index()
@@ -164,10 +166,17 @@ def write_dataset(
         _write_features(staging, frame, cal, progress)
         (staging / META_FILE).write_text(meta.model_dump_json(indent=2) + "\n")
         swap_into_place(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
+
+
+def check_universe_name(name: str) -> str:
+    """A universe name becomes ``instruments/<name>.txt`` and Qlib lower-cases it: allow only what is safe there."""
+    if name == "all" or not _UNIVERSE_NAME.fullmatch(name):
+        raise DataValidationError(
+            f"{name[:80]!r} is not a universe name",
+            hint="use up to 64 lower-case letters, digits, '-' or '_', e.g. csi300; 'all' is written from the bars",
+        )
+    return name
 
 
 def refuse_foreign_folder(out: Path) -> None:
@@ -177,7 +186,117 @@ def refuse_foreign_folder(out: Path) -> None:
         )
 
 
+class _HeldLocks(threading.local):
+    """The datasets this thread holds the writer lock of, so that nested writes (import -> write) reuse it."""
+
+    def __init__(self) -> None:
+        self.paths: set[Path] = set()
+
+
+_held = _HeldLocks()
+
+
+def _beside(out: Path, kind: str) -> list[Path]:
+    """``out``'s temporaries of one kind: ``tmp`` (staging) or ``old`` (a retired copy during a swap)."""
+    return sorted(out.parent.glob(f".{glob.escape(out.name)}.{kind}-*"))
+
+
+def _lock_path(out: Path) -> Path:
+    return out.parent / f".{out.name}.lock"
+
+
+def _locked(path: Path, wait: bool) -> int:
+    """A descriptor holding an ``flock`` on the file now at ``path`` (a releasing holder removes the file)."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BaseException:
+            os.close(fd)
+            raise
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        os.close(fd)  # we waited on a file its holder removed on release: lock the one there now
+
+
+@contextlib.contextmanager
+def dataset_lock(out: Path, *, wait: bool = True) -> Iterator[None]:
+    """Hold ``out``'s writer lock: an ``flock`` on ``.NAME.lock`` beside it, freed by the kernel if the writer dies.
+
+    Writers hold it for as long as their temporaries exist, so whoever takes it knows every
+    ``.NAME.tmp-*`` / ``.NAME.old-*`` folder was left by a killed writer: it first restores or
+    cleans those (:func:`_settle_locked`). The lock file is removed on release. Without ``wait``
+    a held lock raises :class:`BlockingIOError`.
+    """
+    out = Path(out).absolute()
+    if out in _held.paths:
+        yield
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = _lock_path(out)
+    fd = _locked(path, wait)
+    _held.paths.add(out)
+    try:
+        _settle_locked(out)
+        yield
+    finally:
+        _held.paths.discard(out)
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _settle_locked(out: Path) -> None:
+    """Finish what a killed writer left; the caller holds the lock, so nothing beside ``out`` is in use.
+
+    A kill between the two renames of :func:`swap_into_place` leaves no ``out`` and the complete
+    previous dataset in ``.NAME.old-*``: it is moved back (the killed import never reported
+    success). Every other temporary is deleted.
+    """
+    retired = [folder for folder in _beside(out, "old") if is_dataset(folder)]
+    if retired and not out.exists():
+        os.replace(max(retired, key=lambda folder: folder.stat().st_mtime), out)
+    for leftover in [*_beside(out, "tmp"), *_beside(out, "old")]:
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def settle(folder: Path) -> Path:
+    """Before reading ``folder``: restore it and remove stale temporaries if a killed writer left any.
+
+    Costs one directory listing when there is nothing to do. A running writer keeps its
+    temporaries (its lock is busy, so this returns at once); only one caught between the two
+    renames of its swap (no ``folder``, a ``.NAME.old-*`` beside it) is waited for. Where the
+    lock cannot be taken (a read-only copy) reads go on.
+    """
+    folder = Path(folder)
+    retired = _beside(folder, "old")
+    if retired or _beside(folder, "tmp") or _lock_path(folder).exists():
+        with contextlib.suppress(OSError), dataset_lock(folder, wait=bool(retired) and not folder.exists()):
+            pass
+    return folder
+
+
+@contextlib.contextmanager
+def staging_folder(out: Path) -> Iterator[Path]:
+    """A new ``.NAME.tmp-*`` folder beside ``out``, under ``out``'s writer lock; removed on the way out.
+
+    Build the new dataset in it and call :func:`swap_into_place` before leaving the block.
+    """
+    with dataset_lock(out):
+        refuse_foreign_folder(out)
+        staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+        staging.mkdir()
+        try:
+            yield staging
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
 def swap_into_place(staging: Path, out: Path) -> None:
+    """Rename ``staging`` to ``out``; an existing ``out`` is retired to ``.NAME.old-*`` first, then deleted.
+
+    A kill between the two renames is undone by the next :func:`dataset_lock` or :func:`settle`.
+    """
     if not out.exists():
         os.replace(staging, out)
         return
@@ -223,6 +342,18 @@ def read_universe(folder: Path, name: str) -> pd.DataFrame:
         known = ", ".join(["all", *list_universes(folder)])
         raise DatasetError(f"unknown universe '{name}' in {folder}", hint=f"known: {known}")
     return read_instruments_file(path)
+
+
+def member_days(members: pd.DataFrame, calendar: pd.DatetimeIndex, symbols: Sequence[str]) -> np.ndarray:
+    """Bool [day, symbol]: whether ``members``' intervals cover each symbol on each calendar day."""
+    column = {symbol: j for j, symbol in enumerate(symbols)}
+    matrix = np.zeros((len(calendar), len(symbols)), dtype=bool)
+    for row in members.itertuples():
+        j = column.get(row.symbol)
+        if j is not None:
+            lo, hi = calendar.searchsorted(row.start, side="left"), calendar.searchsorted(row.end, side="right")
+            matrix[lo:hi, j] = True
+    return matrix
 
 
 def read_feature(folder: Path, symbol: str, field: str) -> tuple[int, np.ndarray]:

@@ -12,12 +12,10 @@ import contextlib
 import datetime as dt
 import hashlib
 import http.client
-import shutil
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
-import uuid
 import zipfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -196,13 +194,9 @@ def _check_provider(root: Path, artifact: Path) -> None:
 
 def install_provider_dir(artifact: Path, out: Path, extract: Callable[[Path, Path], None], meta: DatasetMeta) -> Path:
     """Extract into a staging folder beside ``out``, check it, add ``trade.json`` and swap it into place."""
-    from trade_data.qlib_dir import META_FILE, refuse_foreign_folder, swap_into_place
+    from trade_data.qlib_dir import META_FILE, staging_folder, swap_into_place
 
-    refuse_foreign_folder(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        staging.mkdir()
+    with staging_folder(out) as staging:
         try:
             extract(artifact, staging)
         except (zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
@@ -213,8 +207,6 @@ def install_provider_dir(artifact: Path, out: Path, extract: Callable[[Path, Pat
         _check_provider(root, artifact)
         (root / META_FILE).write_text(meta.model_dump_json(indent=2) + "\n")
         swap_into_place(root, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return out
 
 

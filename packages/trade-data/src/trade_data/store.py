@@ -20,12 +20,14 @@ from trade_data.errors import DatasetError
 from trade_data.qlib_dir import (
     DatasetMeta,
     list_universes,
+    member_days,
     read_calendar,
     read_feature,
     read_instruments_file,
     read_meta,
     read_universe,
     require_dataset,
+    settle,
 )
 from trade_data.symbols import CHINEXT_20PCT_FROM, Board, board_of
 
@@ -61,7 +63,7 @@ class MarketStore:
     """Every bar of a dataset, held as float64 arrays indexed [day, symbol]."""
 
     def __init__(self, path: Path) -> None:
-        self.path = require_dataset(Path(path))
+        self.path = require_dataset(settle(Path(path)))
         self.meta: DatasetMeta = read_meta(self.path)
         self.calendar = read_calendar(self.path)
         self.dates = self.calendar.to_numpy().astype("datetime64[D]")
@@ -161,16 +163,10 @@ class MarketStore:
         if universe not in self._membership:
             if universe not in self.universe_names:
                 raise DatasetError(f"unknown universe '{universe}'", hint=f"known: {', '.join(self.universe_names)}")
-            matrix = np.zeros(self.traded.shape, dtype=bool)
             if universe == "all":
-                matrix[:] = np.arange(len(self.dates))[:, None] >= self.first_day[None, :]
+                matrix = np.arange(len(self.dates))[:, None] >= self.first_day[None, :]
             else:
-                for row in read_universe(self.path, universe).itertuples():
-                    j = self.column.get(row.symbol)
-                    if j is not None:
-                        lo = self.calendar.searchsorted(row.start, side="left")
-                        hi = self.calendar.searchsorted(row.end, side="right")
-                        matrix[lo:hi, j] = True
+                matrix = member_days(read_universe(self.path, universe), self.calendar, self.symbols)
             self._membership[universe] = matrix
         return self._membership[universe]
 

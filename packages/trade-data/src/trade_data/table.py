@@ -7,6 +7,7 @@ last close): it is kept as given and read as suspended, the way Qlib's collector
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,7 +19,27 @@ from trade_data.symbols import SYMBOL_PATTERN
 
 COLUMNS = ("date", "symbol", "open", "high", "low", "close", "volume", "factor")
 PRICES = ("open", "high", "low", "close")
+NUMBERS = (*PRICES, "volume", "factor")
 _SHOWN_ROWS = 3
+_CHINA = dt.timezone(dt.timedelta(hours=8), "Asia/Shanghai")
+
+
+def china_today() -> pd.Timestamp:
+    """Today's date on the exchanges' clock: the latest date a daily bar can have, wherever this runs."""
+    return pd.Timestamp(dt.datetime.now(_CHINA).date())
+
+
+def stored_values(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The float32 values Qlib's cn layout stores for each row: prices x factor, volume / factor, factor.
+
+    Validation, the writer and the comparison with a dataset's history all use this one encoding.
+    """
+    factor = frame["factor"].to_numpy("float64")
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        values = {name: (frame[name].to_numpy("float64") * factor).astype("<f4") for name in PRICES}
+        values["volume"] = (frame["volume"].to_numpy("float64") / factor).astype("<f4")
+        values["factor"] = factor.astype("<f4")
+    return values
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -36,10 +57,14 @@ def read_table(path: Path) -> pd.DataFrame:
     raise DataValidationError(f"{path}: unknown table format", hint="use .parquet or .csv")
 
 
+def _day(day: pd.Timestamp) -> str:
+    return "no date" if pd.isna(day) else f"{day:%Y-%m-%d}"
+
+
 def _rows(frame: pd.DataFrame, mask: np.ndarray, what: str, source: str) -> DataValidationError:
     bad = frame[mask]
     shown = "; ".join(
-        f"row {int(pos) + 1} ({row.symbol} {row.date:%Y-%m-%d} o={row.open} h={row.high} l={row.low} "
+        f"row {int(pos) + 1} ({row.symbol} {_day(row.date)} o={row.open} h={row.high} l={row.low} "
         f"c={row.close} v={row.volume} f={row.factor})"
         for pos, row in zip(np.flatnonzero(mask)[:_SHOWN_ROWS], bad.head(_SHOWN_ROWS).itertuples(), strict=False)
     )
@@ -47,12 +72,17 @@ def _rows(frame: pd.DataFrame, mask: np.ndarray, what: str, source: str) -> Data
 
 
 def validate_table(
-    raw: pd.DataFrame, *, calendar: Sequence[pd.Timestamp] | None = None, source: str = "table"
+    raw: pd.DataFrame,
+    *,
+    calendar: Sequence[pd.Timestamp] | None = None,
+    today: pd.Timestamp | None = None,
+    source: str = "table",
 ) -> pd.DataFrame:
     """Return the table normalised (types, upper-case symbols, sorted) or raise on the first problem.
 
     Each problem names how many rows have it and the first few (1-based row numbers of the
-    input). ``calendar``, when given, must contain every date.
+    input). ``calendar``, when given, must contain every date; no date may be after ``today``.
+    Every value must fit the float32 files it is stored in, so nothing non-finite reaches a reader.
     """
     missing = [c for c in COLUMNS if c not in raw.columns]
     if missing:
@@ -65,14 +95,28 @@ def validate_table(
     except (ValueError, TypeError) as exc:
         raise DataValidationError(f"{source}: column date does not parse as dates ({exc})") from exc
     frame["symbol"] = frame["symbol"].astype(str).str.strip().str.upper()
-    for column in (*PRICES, "volume", "factor"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+    text = {}
+    for column in NUMBERS:
+        numbers = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+        text[column] = (frame[column].notna() & numbers.isna()).to_numpy()
+        frame[column] = numbers
+    texts = [column for column in NUMBERS if text[column].any()]
+    prices_positive = (frame[list(PRICES)] > 0).all(axis=1).to_numpy()
+    stored = stored_values(frame)
+    storable = np.logical_and.reduce(
+        [np.isfinite(stored[name]) & (stored[name] > 0) for name in (*PRICES, "factor")] + [~np.isinf(stored["volume"])]
+    )
 
     checks: list[tuple[str, np.ndarray]] = [
         ("a malformed symbol (want e.g. SH600519)", ~frame["symbol"].str.match(SYMBOL_PATTERN).to_numpy()),
+        (f"text where a number belongs ({', '.join(texts)})", np.logical_or.reduce(list(text.values()))),
         ("a missing date", frame["date"].isna().to_numpy()),
         ("a duplicate (symbol, date)", frame.duplicated(["symbol", "date"], keep=False).to_numpy()),
-        ("NaN or non-positive prices", ~(frame[list(PRICES)] > 0).all(axis=1).to_numpy()),
+        ("NaN or non-positive prices", ~prices_positive),
+        (
+            "a price, volume or factor that is infinite or out of float32's range once adjusted by the factor",
+            prices_positive & (frame["factor"] > 0).to_numpy() & ~storable,
+        ),
         ("high < low", (frame["high"] < frame["low"]).to_numpy()),
         (
             "close or open outside [low, high]",
@@ -86,6 +130,8 @@ def validate_table(
         ("negative volume", (frame["volume"] < 0).to_numpy()),
         ("NaN or non-positive factor", ~(frame["factor"] > 0).to_numpy()),
     ]
+    if today is not None:
+        checks.append((f"a date after today ({today:%Y-%m-%d} in China)", (frame["date"] > today).to_numpy()))
     if calendar is not None:
         on_calendar = frame["date"].isin(pd.DatetimeIndex(calendar)).to_numpy()
         checks.append(("a date not on the calendar", ~on_calendar))

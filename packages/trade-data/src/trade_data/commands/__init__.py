@@ -37,7 +37,7 @@ class DataGroup(LazyGroup):
     def _contributed(self) -> dict[str, click.Command]:
         from trade_core.plugins import collect, get_manager
 
-        found = collect(get_manager(), "trade_register_data_commands", "data command")
+        found = collect(get_manager(), "trade_register_data_commands", "data command", expect=click.Command)
         return {name: provided.item for name, provided in found.items()}
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import click
+
+from trade_core.params import ISO_DATE
 
 
 class _SourcesHelp(click.Command):
@@ -30,8 +33,8 @@ class _SourcesHelp(click.Command):
     type=click.Path(path_type=Path, dir_okay=False),
     help="Convert this already-downloaded file instead of fetching (for offline machines).",
 )
-@click.option("--start", metavar="YYYY-MM-DD", help="First date to fetch (sources that take it: baostock).")
-@click.option("--end", metavar="YYYY-MM-DD", help="Last date to fetch (sources that take it: baostock).")
+@click.option("--start", type=ISO_DATE, help="First date to fetch (sources that take it: baostock).")
+@click.option("--end", type=ISO_DATE, help="Last date to fetch (sources that take it: baostock).")
 @click.option(
     "--keep-download",
     type=click.Path(path_type=Path, file_okay=False),
@@ -42,8 +45,8 @@ def download_command(
     source_name: str,
     out: Path,
     from_file: Path | None,
-    start: str | None,
-    end: str | None,
+    start: dt.date | None,
+    end: dt.date | None,
     keep_download: Path | None,
 ) -> None:
     """Download real market data from source NAME into the dataset folder OUT.
@@ -57,5 +60,7 @@ def download_command(
     from trade_data.info import dataset_info
     from trade_data.sources import download
 
-    download(source_name, out, from_file=from_file, options={"start": start, "end": end}, keep_download=keep_download)
+    dates = {"start": start, "end": end}
+    options = {name: day.isoformat() for name, day in dates.items() if day is not None}
+    download(source_name, out, from_file=from_file, options=options, keep_download=keep_download)
     click.echo(dataset_info(out).to_text())

@@ -24,15 +24,29 @@ def _parse_universes(values: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Dataset folder to create or update.")
 @click.option("--calendar", "calendar_file", type=click.Path(path_type=Path), help="Trading days, one per line.")
 @click.option("--universe", "universes", multiple=True, metavar="NAME=FILE", help="Membership intervals (repeatable).")
-def import_command(source: Path, out: Path, calendar_file: Path | None, universes: tuple[str, ...]) -> None:
+@click.option("--allow-revisions", is_flag=True, help="Replace rows OUT holds that the table gives other values.")
+@click.option("--allow-drop", is_flag=True, help="Accept losing universe member-days or unreadable symbols of OUT.")
+def import_command(
+    source: Path,
+    out: Path,
+    calendar_file: Path | None,
+    universes: tuple[str, ...],
+    allow_revisions: bool,
+    allow_drop: bool,
+) -> None:
     """Import SOURCE (parquet or CSV: date,symbol,open,high,low,close,volume,factor).
 
     Prices are raw CNY with a backward adjustment factor; the dataset stores Qlib's cn
     convention (price x factor, volume / factor). Everything is validated first; the
-    dataset is replaced atomically, and an existing one is extended with the new dates.
+    dataset is replaced atomically. An existing one gains the table's new symbols, dates and
+    rows and keeps the rest byte for byte; changing a stored row or losing universe
+    members is refused unless --allow-revisions / --allow-drop says so.
     """
     from trade_data.importer import import_table
     from trade_data.info import dataset_info
 
-    import_table(source, out, calendar_file=calendar_file, universe_files=_parse_universes(universes), progress=True)
+    import_table(
+        source, out, calendar_file=calendar_file, universe_files=_parse_universes(universes),
+        allow_revisions=allow_revisions, allow_drop=allow_drop, progress=True,
+    )  # fmt: skip
     click.echo(dataset_info(out).to_text())

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import click
+
+from trade_core.params import ISO_DATE
 
 
 @click.command("synth", short_help="Write a seeded synthetic A-share market (marked synthetic).")
@@ -15,10 +18,10 @@ import click
     help="Dataset folder to create (an existing synthetic one is replaced).",
 )
 @click.option("--symbols", default=300, show_default=True, help="Number of stocks (10..5000).")
-@click.option("--start", default="2018-01-01", show_default=True, help="First date, YYYY-MM-DD.")
-@click.option("--end", default="2025-12-31", show_default=True, help="Last date, YYYY-MM-DD.")
+@click.option("--start", default="2018-01-01", type=ISO_DATE, show_default=True, help="First date.")
+@click.option("--end", default="2025-12-31", type=ISO_DATE, show_default=True, help="Last date.")
 @click.option("--seed", default=0, show_default=True, help="Random seed; the same seed gives the same market.")
-def synth_command(out: Path, symbols: int, start: str, end: str, seed: int) -> None:
+def synth_command(out: Path, symbols: int, start: dt.date, end: dt.date, seed: int) -> None:
     """Write a synthetic market: stocks on all boards, SH000001/SH000300/SH000905, csi300/csi500.
 
     For testing and development without real data: fat-tailed, volatility-clustered returns with
