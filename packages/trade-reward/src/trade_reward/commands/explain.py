@@ -280,8 +280,8 @@ def explain_command(task_file: Path, index: int | None, actions: str, data: Path
     """Run --actions through a real Episode of the task on --data and explain its reward.
 
     Prints the fills and refusals, both portfolios' forward returns, r_new, r_orig, r_outcome, the bucket,
-    the failure (no_valid_call, truncated, no_stop, invalid_outcome, malformed) and the score. The ground truth is the task's
-    `ground_truth` when the file has one, else computed from --data.
+    the failure (no_valid_call, truncated, no_stop, invalid_outcome, malformed) and the score. The ground
+    truth is the task's `ground_truth` when the file has one, else computed from --data.
     """
     from trade_data.store import MarketStore
     from trade_reward.forward import ground_truth
