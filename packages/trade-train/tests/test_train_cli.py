@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,12 +60,24 @@ def test_missing_arguments_and_unknown_names_are_one_line(tasks: Path, tmp_path:
     assert not (tmp_path / "run").exists()  # nothing written for a run that was refused
 
 
+def test_node_and_card_counts_below_one_are_usage_errors(tasks: Path, tmp_path: Path) -> None:
+    for option in ("--nodes", "--gpus-per-node"):
+        run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), option, "0",
+                        "--run-dir", str(tmp_path / "run"))  # fmt: skip
+        assert run.code == 2 and f"Invalid value for '{option}': 0 is not in the range x>=1" in run.err, run.err
+    assert not (tmp_path / "run").exists()
+
+
 @needs_verl
 @pytest.mark.parametrize("device", ["npu", "gpu"])
 def test_dry_run_composes_a_config_verl_accepts(device: str, tasks: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / f"run-{device}"
+    # floats where verl's YAML default is an int (its dataclasses declare float), and null, are accepted
     run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--device", device,
-                    "--run-dir", str(run_dir), "--dry-run", "--", "trainer.total_epochs=2")  # fmt: skip
+                    "--run-dir", str(run_dir), "--dry-run", "--", "trainer.total_epochs=2",
+                    "actor_rollout_ref.rollout.top_p=0.9", "actor_rollout_ref.actor.entropy_coeff=0.001",
+                    "actor_rollout_ref.rollout.val_kwargs.temperature=0.6",
+                    "trainer.total_training_steps=null")  # fmt: skip
     assert run.code == 0, run.err
     assert "dry run: config valid; nothing launched" in run.out
     summary = json.loads(run.out[run.out.index("{") : run.out.rindex("}") + 1])
@@ -91,6 +104,55 @@ def test_verl_rejects_a_wrong_override_in_one_line(dry_run: list[str], tasks: Pa
     assert run.code == 2 and "verl rejects the config" in run.err and len(run.err.strip().splitlines()) == 1
     assert "launching" not in run.out  # checked before anything starts
     assert "multi_turn.format=qwen3_coder" in (tmp_path / "r" / "command.sh").read_text()  # Qwen3.5 -> XML tool calls
+
+
+@needs_verl
+def test_an_override_of_the_wrong_type_names_the_key_and_the_type(tasks: Path, tmp_path: Path) -> None:
+    run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"),
+                    "--dry-run", "--", "actor_rollout_ref.rollout.n=abc")  # fmt: skip
+    expected = "actor_rollout_ref.rollout.n=abc: expected an int (verl's default: 1)"
+    assert run.code == 2 and run.err.strip() == f"error: verl rejects the config: TypeError: {expected}"
+
+
+@needs_verl
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("trainer.use_v1=abc", "trainer.use_v1=abc: expected a bool (verl's default: True)"),
+        ("actor_rollout_ref.actor.optim.lr=fast", "actor_rollout_ref.actor.optim.lr=fast: expected a number"),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size=16.5", "ppo_mini_batch_size=16.5: expected an int"),
+        ("trainer.nnodes=true", "trainer.nnodes=true: expected a number (verl's default: 1)"),
+        ("data.train_batch_size=abc", "data.train_batch_size=abc: expected a number (verl's default: 1024)"),
+    ],
+)
+def test_override_types_are_checked_against_what_verl_declares(override: str, expected: str) -> None:
+    from trade_train.verl_grpo.compose import compose
+
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        compose(["trainer.total_epochs=2", override])
+
+
+def test_a_model_folder_that_is_not_there_fails_before_anything_is_written(tasks: Path, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    hint = "(pass a Hugging Face model folder or a hub id ORG/NAME)"
+    for model, problem in [
+        ("/models/Qwen3-4B", "does not exist"),
+        ("./Qwen3-4B", "does not exist"),
+        ("Qwen3-4B", "does not exist"),
+        (str(tmp_path / "empty"), "has no config.json"),
+    ]:
+        run = run_trade("train", "--model", model, "--tasks", str(tasks), "--run-dir", str(tmp_path / "run"),
+                        "--dry-run", cwd=tmp_path)  # fmt: skip
+        assert run.code == 2 and run.err.strip() == f"error: model folder {model} {problem} {hint}", run.err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_relative_model_folder_reaches_verl_as_an_absolute_path(tasks: Path, tmp_path: Path) -> None:
+    """verl runs in the run folder, where a path relative to the user's folder would name nothing."""
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "config.json").write_text('{"model_type": "qwen3"}')
+    run_trade("train", "--model", "tiny", "--tasks", str(tasks), "--run-dir", "run", "--dry-run", cwd=tmp_path)
+    assert f"actor_rollout_ref.model.path={tmp_path / 'tiny'} " in (tmp_path / "run" / "command.sh").read_text()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("verl") is not None, reason="checks the light install, without verl")

@@ -12,26 +12,30 @@ from trade_core.errors import TradeError
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
-class IsoDate(click.ParamType):
-    """A date written YYYY-MM-DD and nothing else.
+def iso_date(text: str) -> dt.date:
+    """``YYYY-MM-DD`` and nothing else; ValueError otherwise.
 
-    ``date.fromisoformat`` also takes ``20240614`` and pandas reads ``01/02/2024`` as January 2nd, so a
-    loose parser would run a day the user did not mean; a wrong date is one line (``error: ...``, exit 2).
+    ``date.fromisoformat`` also takes ``20240614`` and pandas reads ``01/02/2024`` as January 2nd: a loose
+    parser runs a day the user did not mean.
     """
+    if not _ISO_DATE.fullmatch(text):
+        raise ValueError(f"{text!r} is not YYYY-MM-DD")
+    return dt.date.fromisoformat(text)
+
+
+class IsoDate(click.ParamType):
+    """A date option: :func:`iso_date`, and a wrong date is one line (``error: ...``, exit 2)."""
 
     name = "YYYY-MM-DD"
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> dt.date:
         if isinstance(value, dt.date):
             return value
-        text = str(value)
-        if _ISO_DATE.fullmatch(text):
-            try:
-                return dt.date.fromisoformat(text)
-            except ValueError:
-                pass
-        option = "/".join(param.opts) + " " if param is not None else ""
-        raise TradeError(f"{option}{text!r} is not a date YYYY-MM-DD", hint="e.g. 2024-06-14")
+        try:
+            return iso_date(str(value))
+        except ValueError:
+            option = "/".join(param.opts) + " " if param is not None else ""
+            raise TradeError(f"{option}{value!r} is not a date YYYY-MM-DD", hint="e.g. 2024-06-14") from None
 
 
 ISO_DATE = IsoDate()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+
 import numpy as np
 
 from trade_core.errors import TradeError
@@ -22,7 +25,7 @@ def parse_holdings(text: str | None) -> dict[str, int]:
 
 def day_task(
     store: MarketStore,
-    date: str,
+    date: str | dt.date,
     *,
     pool: list[str] | None = None,
     holdings: dict[str, int] | None = None,
@@ -33,18 +36,22 @@ def day_task(
 ) -> Task:
     """A task for ``date``: the given pool or a seeded sample of the universe's stocks trading that day.
 
-    Without ``holdings``, three pool stocks are held, about 10% of ``cash`` each, in whole lots.
+    Without ``holdings``, three pool stocks are held, about 10% of ``cash`` each, in whole lots. An unknown
+    ``universe`` is refused, pool given or not: the prompts name it.
     """
+    if not math.isfinite(cash) or cash < 0:
+        raise TradeError(f"--cash {cash} is not an amount >= 0", hint="e.g. --cash 1000000")
     view = store.asof(date)
-    if universe not in view.universes:
-        universe = "all"
+    members = view.members(universe)
     rng = np.random.default_rng(seed)
     if pool is None:
-        tradable = [s for s in view.members(universe) if not view.is_suspended(s) and not s.startswith("SH000")]
+        tradable = [s for s in members if not view.is_suspended(s) and not s.startswith("SH000")]
         if not tradable:
             raise TradeError(f"no {universe} stock traded on {view.date}")
         pool = sorted(rng.choice(tradable, size=min(pool_size, len(tradable)), replace=False).tolist())
-    pool = [s.strip().upper() for s in pool]
+    pool = [s.strip().upper() for s in pool if s.strip()]
+    if not pool:
+        raise TradeError("the stock pool is empty", hint="e.g. --pool SH600519,SZ000001")
     if holdings is None:
         holdings = {}
         for symbol in rng.choice(pool, size=min(3, len(pool)), replace=False):

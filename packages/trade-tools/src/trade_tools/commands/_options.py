@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from trade_core.params import ISO_DATE
 from trade_tools.episode import Episode
 
 
@@ -16,12 +18,18 @@ def day_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--data", required=True, type=click.Path(path_type=Path), help="Dataset folder (trade data import/synth)."
         ),
-        click.option("--date", "day", required=True, help="Trading day T0, YYYY-MM-DD."),
+        click.option("--date", "day", required=True, type=ISO_DATE, help="Trading day T0."),
         click.option("--pool", help="Comma-separated stock pool; default: a seeded sample of the universe."),
         click.option("--holdings", help="Initial holdings SYMBOL=SHARES,...; default: 3 pool stocks, ~10% each."),
         click.option("--cash", default=1_000_000.0, show_default=True, help="Initial cash, CNY."),
         click.option("--universe", default="csi300", show_default=True, help="Universe to sample the pool from."),
-        click.option("--seed", default=0, show_default=True, help="Seed for the sampled pool and holdings."),
+        click.option(
+            "--seed",
+            default=0,
+            type=click.IntRange(min=0),
+            show_default=True,
+            help="Seed for the sampled pool and holdings.",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -29,7 +37,7 @@ def day_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def open_episode(
-    data: Path, day: str, pool: str | None, holdings: str | None, cash: float, universe: str, seed: int
+    data: Path, day: dt.date, pool: str | None, holdings: str | None, cash: float, universe: str, seed: int
 ) -> Episode:
     from trade_data.store import MarketStore
     from trade_tools.tasks import day_task, parse_holdings
@@ -38,7 +46,7 @@ def open_episode(
     task = day_task(
         store,
         day,
-        pool=[p for p in pool.split(",") if p.strip()] if pool else None,
+        pool=pool.split(",") if pool is not None else None,
         holdings=parse_holdings(holdings) if holdings is not None else None,
         cash=cash,
         universe=universe,

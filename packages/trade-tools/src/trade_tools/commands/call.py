@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from trade_tools.commands._options import day_options, open_episode
 @click.argument("name")
 @click.option("--args", "arguments", default="{}", show_default=True, help="Arguments as a JSON object.")
 @day_options
-def call_command(name: str, arguments: str, data: Path, day: str, pool: str | None, holdings: str | None,
+def call_command(name: str, arguments: str, data: Path, day: dt.date, pool: str | None, holdings: str | None,
                  cash: float, universe: str, seed: int) -> None:  # fmt: skip
     """Call tool NAME with --args JSON on day --date of --data, as the agent would.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from pathlib import Path
@@ -11,10 +12,11 @@ import click
 from trade_tools.commands._options import day_options, open_episode
 
 HELP = """Commands:
-  NAME {JSON}     call a tool, e.g.  get_price_data {"symbol": "SH600519", "period": "20d"}
-  buy SYMBOL N    shorthand for TakeAction buy;  sell SYMBOL N  likewise;  stop [REASON]
+  NAME {{JSON}}     call a tool, e.g.  get_price_data {{"symbol": "{symbol}", "period": "20d"}}
+  buy SYMBOL N    shorthand for TakeAction buy, e.g.  buy {symbol} 100;  sell SYMBOL N  likewise;  stop [REASON]
   tools           the tool schemas          prompt   the system and user prompts again
-  state           cash, holdings, value     help     this text          quit     leave without stopping"""
+  state           cash, holdings, value     help     this text
+  quit            leave (stopped or not; --save writes the day), as end of input (Ctrl-D) does"""
 
 
 def _shorthand(line: str) -> tuple[str, str]:
@@ -33,11 +35,12 @@ def _shorthand(line: str) -> tuple[str, str]:
 @click.command("play", short_help="Trade one day yourself with the agent's tools and prompts.")
 @click.option("--save", type=click.Path(path_type=Path), help="Write the finished day as a trajectory (JSONL).")
 @day_options
-def play_command(save: Path | None, data: Path, day: str, pool: str | None, holdings: str | None,
+def play_command(save: Path | None, data: Path, day: dt.date, pool: str | None, holdings: str | None,
                  cash: float, universe: str, seed: int) -> None:  # fmt: skip
     """An interactive session: read the prompts the model gets, call tools, trade, stop.
 
-    Reads commands from stdin (one per line), so it can be scripted. Type `help` for the commands.
+    Reads commands from stdin (one per line), so it can be scripted; `quit` or the end of input ends the
+    session. Type `help` for the commands. Exit status 1 when the day was left without `stop`.
     """
     from trade_tools.trajectory import FunctionCall, Message, ToolCall, Trajectory, write_trajectories
 
@@ -45,9 +48,8 @@ def play_command(save: Path | None, data: Path, day: str, pool: str | None, hold
     messages = [Message(**m) for m in episode.messages()]
     for message in messages:
         click.echo(f"===== {message.role.upper()} =====\n{message.content}\n")
-    click.echo(HELP)
-    while episode.status == "open":
-        line = click.prompt("trade", prompt_suffix="> ", default="", show_default=False, err=True).strip()
+    click.echo(_info("help", episode))
+    while (line := _read_line()) is not None:
         if not line:
             continue
         if line in ("quit", "exit"):
@@ -60,6 +62,7 @@ def play_command(save: Path | None, data: Path, day: str, pool: str | None, hold
         except ValueError as error:
             click.echo(f"错误：{error}")
             continue
+        was_open = episode.status == "open"
         episode.begin_turn()
         call_id = f"call_{episode.tool_calls}"
         tool_call = ToolCall(id=call_id, function=FunctionCall(name=name, arguments=arguments))
@@ -67,6 +70,10 @@ def play_command(save: Path | None, data: Path, day: str, pool: str | None, hold
         answer = episode.call(name, arguments)
         messages.append(Message(role="tool", tool_call_id=call_id, name=name, content=answer))
         click.echo(answer)
+        if was_open and episode.status != "open":
+            click.echo(f"the day is over ({episode.status}): `quit` or end of input (Ctrl-D) leaves", err=True)
+    else:
+        click.echo("\nend of input: leaving as `quit` does")
     value = episode.value()
     click.echo(
         f"\n状态：{episode.status}；组合总值 {value:,.2f} 元（开始 {episode.value_before:,.2f}，"
@@ -81,9 +88,18 @@ def play_command(save: Path | None, data: Path, day: str, pool: str | None, hold
         sys.exit(1)
 
 
+def _read_line() -> str | None:
+    """The next command, or None at the end of input (Ctrl-D or a script's end); Ctrl-C still aborts."""
+    click.echo("trade> ", nl=False, err=True)
+    try:
+        return input().strip()
+    except EOFError:
+        return None
+
+
 def _info(what: str, episode) -> str:  # type: ignore[no-untyped-def]
     if what == "help":
-        return HELP
+        return HELP.format(symbol=episode.task.pool[0])  # an example that runs on this pool
     if what == "tools":
         return json.dumps(episode.tool_schemas(), ensure_ascii=False, indent=2)
     if what == "prompt":

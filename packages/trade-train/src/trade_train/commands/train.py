@@ -22,12 +22,13 @@ class TrainGroup(click.Group):
 
 @click.group("train", cls=TrainGroup, invoke_without_command=True, subcommand_metavar="[export] | [-- OVERRIDES]")
 @click.option("--trainer", "trainer_name", default="verl-grpo", show_default=True, help="Trainer plugin to use.")
-@click.option("--model", help="Model folder (HF format) to train, e.g. Qwen3-4B.")
+@click.option("--model", help="Model folder (HF format) to train, or a hub id ORG/NAME, e.g. /models/Qwen3-4B.")
 @click.option("--tasks", type=click.Path(path_type=Path), help="Folder from `trade data tasks`.")
 @click.option("--data", type=click.Path(path_type=Path), help="Dataset for the tools (default: the tasks' dataset).")
 @click.option("--device", type=click.Choice(["npu", "gpu"]), default="npu", show_default=True)
-@click.option("--nodes", default=1, show_default=True, help="Ray nodes.")
-@click.option("--gpus-per-node", default=8, show_default=True, help="Cards per node (Atlas A3: 16 dies).")
+@click.option("--nodes", default=1, type=click.IntRange(min=1), show_default=True, help="Ray nodes.")
+@click.option("--gpus-per-node", default=8, type=click.IntRange(min=1), show_default=True,
+              help="Cards per node (Atlas A3: 16 dies).")  # fmt: skip
 @click.option("--reward", default="bucketed", show_default=True, help="Reward scheme (`trade reward list`).")
 @click.option("--run-dir", type=click.Path(path_type=Path), help="Run folder (default runs/<timestamp>).")
 @click.option("--logger", "loggers", multiple=True, default=("console",), show_default=True,

@@ -11,7 +11,8 @@ import importlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import UnionType
+from typing import TYPE_CHECKING, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -34,6 +35,48 @@ def validate(config: DictConfig) -> None:
         raise ValueError("the trading metrics need verl's V1 trainer: drop trainer.use_v1=False")
 
 
+ACCEPTS: dict[type, tuple[type, ...]] = {bool: (bool,), int: (int,), float: (int, float)}
+NAMES = {bool: "a bool", int: "an int", float: "a number"}
+
+
+def _declared_type(config: DictConfig, defaults: DictConfig, key: str) -> type | None:
+    """The type verl declares for ``key``: the field's annotation in the config dataclass its section names
+    (``_target_``), else its YAML default's type, where an int default may also hold a float (``top_p: 1``)."""
+    from hydra.utils import get_class
+    from omegaconf import DictConfig, OmegaConf
+
+    section, _, name = key.rpartition(".")
+    parent = OmegaConf.select(config, section, throw_on_resolution_failure=False) if section else config
+    if isinstance(parent, DictConfig) and "_target_" in parent:
+        hints = get_type_hints(get_class(parent._target_))
+        if name in hints:
+            if get_origin(hints[name]) not in (Union, UnionType):
+                return hints[name]
+            declared = [t for t in get_args(hints[name]) if t is not type(None)]
+            return declared[0] if len(declared) == 1 else None  # Optional[int] -> int
+    default = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)
+    return float if type(default) is int else type(default)
+
+
+def check_types(config: DictConfig, defaults: DictConfig, overrides: list[str]) -> None:
+    """Each override has the type verl declares (see :func:`_declared_type`); null is always allowed.
+
+    Without this ``rollout.n=abc`` reaches verl's batch-size arithmetic and fails as
+    ``TypeError: not all arguments converted during string formatting``.
+    """
+    from omegaconf import OmegaConf
+
+    last = {key: text for key, _, text in (override.partition("=") for override in overrides)}
+    for key, text in last.items():
+        expected = _declared_type(config, defaults, key)
+        value = OmegaConf.select(config, key, throw_on_resolution_failure=False)
+        if expected not in ACCEPTS or value is None:
+            continue
+        if isinstance(value, bool) != (expected is bool) or not isinstance(value, ACCEPTS[expected]):
+            default = OmegaConf.select(defaults, key, throw_on_resolution_failure=False)
+            raise TypeError(f"{key}={text}: expected {NAMES[expected]} (verl's default: {default})")
+
+
 def compose(overrides: list[str]) -> dict[str, object]:
     import verl
     from hydra import compose as hydra_compose
@@ -43,7 +86,9 @@ def compose(overrides: list[str]) -> dict[str, object]:
     config_dir = Path(verl.__file__).parent / "trainer" / "config"
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         config = hydra_compose(config_name="ppo_trainer", overrides=overrides)
+        defaults = hydra_compose(config_name="ppo_trainer")
     OmegaConf.resolve(config)
+    check_types(config, defaults, overrides)
     validate(config)
     _importable("trade_train.verl_grpo.main.main")  # the entry point and all it needs (ray, TransferQueue)
     rollout = config.actor_rollout_ref.rollout

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,26 @@ def check_loggers(loggers: tuple[str, ...]) -> None:
             raise TradeError(f"--logger {name} needs the {module} package", hint=f"pip install {module}")
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+"""``ORG/NAME``: a model verl and vLLM fetch from the hub, so it need not exist here."""
+
+
+def model_path(model: str) -> str:
+    """The model folder made absolute (verl runs in the run folder), or a hub id.
+
+    A local folder that is not there, or holds no model, fails now (dry run included), not after Ray has started.
+    """
+    path = Path(model)
+    hint = "pass a Hugging Face model folder or a hub id ORG/NAME"
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise TradeError(f"model folder {model} has no config.json", hint=hint)
+        return str(path.resolve())
+    if not HUB_ID.fullmatch(model):
+        raise TradeError(f"model folder {model} does not exist", hint=hint)
+    return model
+
+
 def tool_format(model: str) -> str:
     """verl's tool-call parser for the model family: hermes (Qwen3 JSON) or qwen3_coder (Qwen3.5 XML)."""
     config = Path(model) / "config.json"
@@ -84,6 +105,7 @@ class VerlGRPO(Trainer):
         get_scheme(spec.reward)  # an unknown scheme fails now, not on the cluster
         check_loggers(spec.logger)
         train, val, data = _tasks(spec)
+        model = model_path(spec.model)
         run_dir = spec.run_dir.resolve()
         env, preset = PRESETS[spec.device]
         loggers = ",".join(f'"{name}"' for name in spec.logger)
@@ -94,7 +116,7 @@ class VerlGRPO(Trainer):
             "data.train_batch_size=32",
             "data.max_prompt_length=4096",
             "data.max_response_length=8192",
-            f"actor_rollout_ref.model.path={spec.model}",
+            f"actor_rollout_ref.model.path={model}",
             "actor_rollout_ref.actor.optim.lr=1e-6",
             "actor_rollout_ref.actor.ppo_mini_batch_size=16",
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
