@@ -159,6 +159,7 @@ def test_prompts_ignore_the_future_the_ground_truth_does_not(
 
 BAD_INPUTS = [
     (["--split", "train=2023-01-01"], "is not NAME=START:END"),
+    (["--split", "train=20230101:20230331"], "train=20230101:20230331' is not NAME=START:END"),
     (["--split", "train=2023-03-31:2023-01-01"], "ends before it starts"),
     (["--split", "a=2023-01-01:2023-03-31,b=2023-03-01:2023-05-31"], "a (2023-01-01..2023-03-31) overlaps b"),
     (["--split", "train=2031-01-01:2031-12-31"], "has no trading day with its T+3 inside it"),

@@ -20,6 +20,7 @@ import pandas as pd
 import structlog
 
 from trade_core.errors import TradeError
+from trade_core.params import iso_date
 from trade_data.errors import DatasetError
 from trade_data.qlib_dir import DatasetMeta, is_dataset, read_meta, refuse_foreign_folder, write_dataset
 from trade_data.symbols import Board, board_of, limit_pct
@@ -217,7 +218,7 @@ def _parse_day(value: str | dt.date, what: str) -> dt.date:
     if isinstance(value, dt.date):
         return value
     try:
-        return dt.date.fromisoformat(str(value))
+        return iso_date(str(value))
     except ValueError:
         raise TradeError(f"{what} date {value!r} is not YYYY-MM-DD", hint="e.g. 2018-01-01") from None
 

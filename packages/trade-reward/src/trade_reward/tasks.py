@@ -36,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 from tqdm import tqdm
 
 from trade_core.errors import TradeError
+from trade_core.params import iso_date
 from trade_data.qlib_dir import swap_into_place
 from trade_data.store import MarketStore, PointInTimeView
 from trade_data.symbols import Board, board_of
@@ -165,7 +166,7 @@ def _parse_split(part: str) -> Split:
     if not _SPLIT_NAME.match(name.strip()):
         raise TradeError(f"--split: {part!r} has no valid name (letters, digits, - and _)", hint=hint)
     try:
-        first, last = dt.date.fromisoformat(start.strip()), dt.date.fromisoformat(end.strip())
+        first, last = iso_date(start.strip()), iso_date(end.strip())
     except ValueError:
         raise TradeError(f"--split: {part!r} is not NAME=START:END with dates", hint=hint) from None
     if last < first:

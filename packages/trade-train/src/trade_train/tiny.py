@@ -192,10 +192,11 @@ def tool_call_demonstrations(data: Path, count: int, *, seed: int = 0) -> list[D
     store = MarketStore.load(data)
     rng = np.random.default_rng(seed)
     days = store.calendar[min(120, len(store.calendar) // 2) :]
+    universe = "csi300" if "csi300" in store.universe_names else "all"  # the training mix where the data has it
     demonstrations = []
     for index in range(count):
         day = str(days[int(rng.integers(len(days)))].date())
-        task = day_task(store, day, pool_size=int(rng.integers(5, 11)), seed=seed * 10_000 + index)
+        task = day_task(store, day, pool_size=int(rng.integers(5, 11)), seed=seed * 10_000 + index, universe=universe)
         episode = Episode.start(task, store)
         messages: list[dict[str, Any]] = list(episode.messages())
         for number, (name, arguments) in enumerate(_scripted_calls(episode, rng)):
