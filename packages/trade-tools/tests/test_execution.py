@@ -160,3 +160,22 @@ def test_factor_calls_leave_no_thread_or_process_behind(open_day) -> None:  # ty
         day.call("compute_alpha_factor", {"expression": expression, "symbols": ["SH600519", "SZ000001"]})
     assert threading.active_count() == threads and multiprocessing.active_children() == []
     assert day.internal_errors == 0
+
+
+def test_a_sale_whose_fees_exceed_its_proceeds_and_the_cash_is_refused(open_day) -> None:  # type: ignore[no-untyped-def]
+    """1 share at 4.91 CNY pays the 5 CNY minimum commission: with no cash, the account would end at -0.09."""
+    day = open_day("2018-06-07", ["SH601018"], holdings={"SH601018": 1}, cash=0)
+    text = act(day, type="sell", symbol="SH601018", amount=1)
+    assert text.startswith("订单被拒绝：卖出所得4.91元不够支付费用5.00元（佣金最低5元），现金0.00元也不足以补足")
+    assert day.cash == 0 and day.positions["SH601018"].shares == 1 and not day.actions[-1].accepted
+    covered = open_day("2018-06-07", ["SH601018"], holdings={"SH601018": 1}, cash=0.09)
+    assert act(covered, type="sell", symbol="SH601018", amount=1).startswith("成交")
+    assert 0 <= covered.cash < 1e-9 and covered.positions == {}
+
+
+def test_an_order_beyond_any_share_count_is_refused(open_day) -> None:  # type: ignore[no-untyped-def]
+    day = open_day("2024-06-14", ["SH600519"])
+    for amount in (10**12 + 100, 10**309, -(10**5000)):
+        text = day.call("TakeAction", {"type": "buy", "symbol": "SH600519", "amount": amount})
+        assert text.startswith("订单被拒绝：数量必须是正整数（最多1,000,000,000,000股）") and len(text) < 200
+    assert day.internal_errors == 0 and day.cash == 1_000_000

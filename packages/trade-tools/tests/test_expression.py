@@ -11,14 +11,17 @@ from hypothesis import strategies as st
 
 from trade_tools.expression import (
     MAX_LENGTH,
+    MAX_WORK,
     Const,
     ExpressionError,
     Field,
     Node,
     Op,
+    check_work,
     ema_tail,
     lookback,
     parse_expression,
+    work,
 )
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$.,()+-*/<>=!&| "
@@ -163,7 +166,7 @@ LOOK_AHEAD = [
 
 @pytest.mark.parametrize("text", LOOK_AHEAD)
 def test_future_shift_refused_as_look_ahead(text: str) -> None:
-    with pytest.raises(ExpressionError, match="could read after T0"):
+    with pytest.raises(ExpressionError, match="可能读到T0之后的数据"):
         parse(text)
 
 
@@ -192,13 +195,13 @@ def test_other_windows_that_qlib_misreads_are_refused(text: str) -> None:
 
 def test_messages_say_what_to_do() -> None:
     cases = {
-        "mean($close,5)": "did you mean Mean",
+        "mean($close,5)": "是否想用 Mean",
         "$vwap": "$open $high $low $close $volume",
         "Ref($close,-1)": "Ref($close, 1)",
-        "1+1": "uses no field",
+        "1+1": "没有用到任何字段",
         "-$close": "-1*x",
-        "$close>$open>1": "one comparison",
-        "Mean($close, 5.0)": "plain whole number",
+        "$close>$open>1": "一次只能有一个比较",
+        "Mean($close, 5.0)": "须是1到250之间的整数",
     }
     for text, needle in cases.items():
         with pytest.raises(ExpressionError) as caught:
@@ -244,6 +247,18 @@ def test_lookback_counts_rows_before_t0(text: str, rows: int) -> None:
     assert lookback(parse(text)) == rows
 
 
+def test_work_counts_rows_read_window_cells_and_operator_cost() -> None:
+    """Mean($close, 5) at T0: 5 rows of the 5 fields read (5 units a row), 5 window cells of Mean (2 units a cell),
+    and $close on those 5 rows (2 units a row); a call over n stocks is n times that."""
+    assert work(parse("Mean($close, 5)")) == 5 * 5 + 5 * 2 + 5 * 2
+    assert work(parse("Corr($close, $open, 5)")) == 5 * 5 + 5 * 17 + 2 * 5 * 2
+    assert work(parse("Ref($close, 5)")) == 6 * 5 + 6 * 2 + 6 * 2
+    heavy = parse("Mean(Std($close, 250), 250)")
+    check_work(heavy, stocks=MAX_WORK // work(heavy))
+    with pytest.raises(ExpressionError, match=f"每次调用最多{MAX_WORK:,}个"):
+        check_work(heavy, stocks=MAX_WORK // work(heavy) + 1)
+
+
 def test_ema_tail_drops_under_a_millionth_of_the_weight() -> None:
     for n in (2, 5, 12, 60, 250):
         decay = 1 - 2 / (n + 1)
@@ -253,15 +268,15 @@ def test_ema_tail_drops_under_a_millionth_of_the_weight() -> None:
 
 def test_size_limits() -> None:
     parse("+".join(["$close"] * 30))
-    with pytest.raises(ExpressionError, match="too large"):
+    with pytest.raises(ExpressionError, match="表达式过大"):
         parse("+".join(["$close"] * 31))
-    with pytest.raises(ExpressionError, match="too long"):
+    with pytest.raises(ExpressionError, match="表达式过长"):
         parse("$close" + "+1" * 150)
-    parse("Mean(Mean(Mean($close, 250), 250), 250)")
-    with pytest.raises(ExpressionError, match="too expensive"):
-        parse("Mean(Mean(Mean(Mean($close, 250), 250), 250), 250)")
+    parse("Corr(Corr(Corr($close, $open, 250), $high, 250), $low, 250)")
+    with pytest.raises(ExpressionError, match="计算量过大"):
+        parse("Corr(Corr(Corr(Corr(Corr($close, $open, 250), $high, 250), $low, 250), $volume, 250), $close, 250)")
     parse("$close**-10")
-    with pytest.raises(ExpressionError, match="exponent"):
+    with pytest.raises(ExpressionError, match="指数"):
         parse("$close**11")
 
 

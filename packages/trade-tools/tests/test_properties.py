@@ -5,15 +5,17 @@ cash >= 0, holdings >= 0, and value at the T0 close = value before - costs paid.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from trade_data.store import MarketStore
-from trade_tools.episode import Episode
+from trade_tools.episode import Episode, Task
 from trade_tools.indicators import INDICATORS
+from trade_tools.rules import ExecutionRules
 from trade_tools.tasks import day_task
 
 CALLS_PER_EPISODE = 25
@@ -92,3 +94,41 @@ def test_ten_thousand_random_calls_keep_the_account_consistent(real_store: Marke
 
     one_episode()
     assert made["calls"] >= 10_000
+
+
+RATES = st.floats(0, 0.01)
+RULES = st.builds(
+    ExecutionRules,
+    lot_size=st.sampled_from([1, 2, 10, 100]),
+    star_min_shares=st.integers(1, 30),
+    commission_rate=RATES,
+    min_commission=st.one_of(st.just(5.0), st.floats(0, 50)),
+    stamp_duty=st.tuples(st.tuples(st.just(dt.date(1990, 1, 1)), RATES)),
+    transfer_fee_rate=RATES,
+    slippage=st.floats(0, 0.09),
+    max_position_weight=st.one_of(st.none(), st.floats(0.01, 1)),
+)
+TINY = ["SH601018", "SH600519", "SH688981", "SZ300750"]  # 3 to 1,555 CNY a share on 2024-06-14
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    rules=RULES,
+    holdings=st.lists(st.integers(1, 10), min_size=len(TINY), max_size=len(TINY)),
+    cash=st.floats(0, 5),
+    orders=st.lists(
+        st.tuples(st.sampled_from(["buy", "sell"]), st.sampled_from(TINY), st.integers(1, 10)), min_size=1, max_size=8
+    ),
+)
+@example(rules=ExecutionRules(), holdings=[1] * len(TINY), cash=0.0, orders=[("sell", "SH601018", 1)])
+def test_cash_never_goes_negative_under_random_rules_and_tiny_holdings(
+    real_store: MarketStore, rules: ExecutionRules, holdings: list[int], cash: float, orders: list[tuple[str, str, int]]
+) -> None:
+    task = Task(
+        task_id="tiny", date="2024-06-14", pool=TINY, holdings=dict(zip(TINY, holdings, strict=True)), cash=cash
+    )
+    day = Episode.start(task, real_store, rules=rules)
+    for side, symbol, amount in orders:
+        day.call("TakeAction", {"type": side, "symbol": symbol, "amount": amount})
+        assert day.cash >= 0 and day.internal_errors == 0
+        assert all(0 <= p.sellable <= p.shares for p in day.positions.values())

@@ -24,7 +24,19 @@ import pandas as pd
 from numpy.lib.stride_tricks import as_strided
 
 from trade_data.store import PointInTimeView
-from trade_tools.expression import FIELDS, Const, ExpressionError, Field, Node, Op, lookback, parse_expression, reach
+from trade_tools.expression import (
+    FIELDS,
+    Const,
+    ExpressionError,
+    Field,
+    Node,
+    Op,
+    check_work,
+    lookback,
+    parse_expression,
+    reach,
+)
+from trade_tools.text import shown
 
 FLAT_STD = 2e-5
 """Qlib sets Rsquare and Corr to NaN where a rolling std is within this of 0 (``np.isclose`` atol)."""
@@ -36,8 +48,14 @@ def evaluate(node: Node, columns: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def value_at_t0(node: Node, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-    """``node`` on the last row (T0) of ``columns``, one value per symbol, reading only the rows it needs."""
-    return _Evaluator(node, columns, rows=1).result(node)[-1]
+    """``node`` on the last row (T0) of ``columns``, one value per symbol, reading only the rows it needs.
+
+    This is what a tool call computes, so a call whose work over all its symbols exceeds
+    :data:`~trade_tools.expression.MAX_WORK` is refused (:class:`ExpressionError`) before evaluating.
+    """
+    evaluator = _Evaluator(node, columns, rows=1)
+    check_work(node, evaluator.width)
+    return evaluator.result(node)[-1]
 
 
 def columns_at(view: PointInTimeView, symbols: Sequence[str], rows: int | None = None) -> dict[str, np.ndarray]:
@@ -58,7 +76,7 @@ def alpha158() -> dict[str, Node]:
     try:
         from qlib.contrib.data.loader import Alpha158DL
     except ImportError as exc:
-        raise ExpressionError("named Alpha158 factors need pyqlib", hint="pip install pyqlib==0.9.7") from exc
+        raise ExpressionError("Alpha158因子名需要安装 pyqlib", hint="pip install pyqlib==0.9.7") from exc
     fields, names = Alpha158DL.get_feature_config()
     return {name: parse_expression(text) for text, name in zip(fields, names, strict=True) if "$vwap" not in text}
 
@@ -79,11 +97,9 @@ def resolve(text: str) -> tuple[str, Node]:
     node = alpha158().get(name)
     if node is None:
         hint = (
-            "it needs $vwap, which this data lacks"
-            if name == "VWAP0"
-            else "e.g. KMID, ROC20, RSQR60, or a $field expression"
+            "它需要 $vwap，本数据没有该字段" if name == "VWAP0" else "例如 KMID、ROC20、RSQR60，或用 $字段 写的表达式"
         )
-        raise ExpressionError(f"unknown Alpha158 factor '{word}'", hint=hint)
+        raise ExpressionError(f"未知的Alpha158因子 '{shown(word)}'", hint=hint)
     return name, node
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError
+from pydantic_core import ErrorDetails
 
 from trade_core.errors import TradeError
 from trade_data.store import MarketStore, PointInTimeView
@@ -21,11 +22,14 @@ from trade_data.symbols import Board, board_of
 from trade_tools.execution import portfolio_value
 from trade_tools.portfolio import ActionRecord, Position
 from trade_tools.rules import ExecutionRules
-from trade_tools.tool import ToolError, available_tools
+from trade_tools.text import shown
+from trade_tools.tool import Tool, ToolError, available_tools
 
 log = structlog.get_logger("trade.episode")
 
 DEFAULT_TOOLS = ("get_price_data", "get_macro_indicators", "compute_alpha_factor", "TakeAction")
+POOL_SHOWN = 8
+"""Pool symbols a wrong-symbol error lists (with the pool's size), however large the pool."""
 Status = Literal["open", "stopped", "truncated", "failed"]
 
 
@@ -127,19 +131,23 @@ class Episode(BaseModel):
         return [tools[name].schema() for name in self.settings.tools if name in tools]
 
     def call(self, name: str, arguments: str | dict[str, Any] | None) -> str:
-        """Run one tool call and return the text the model sees; errors are texts too, never raised."""
+        """Run one tool call and return the text the model sees, within the tool's character budget.
+
+        Errors are texts too, never raised, and the budget holds for them as for any answer.
+        """
         self.tool_calls += 1
         try:
             text = self._dispatch(name, arguments)
         except ToolError as error:
             self.tool_errors += 1
-            return f"错误：{error.one_line()}"
+            text = f"错误：{error.one_line()}"
         except Exception as error:  # a bug must not kill a rollout; it is counted and logged
             self.internal_errors += 1
             self.tool_errors += 1
-            log.exception("tool.internal_error", tool=name, task=self.task.task_id)
-            return f"错误：工具内部错误（{type(error).__name__}），请换一种调用"
-        budget = self.settings.char_budgets.get(name) or available_tools()[name].budget
+            log.exception("tool.internal_error", tool=shown(name), task=self.task.task_id)
+            text = f"错误：工具内部错误（{type(error).__name__}），请换一种调用"
+        tool = available_tools().get(name)
+        budget = self.settings.char_budgets.get(name) or (tool.budget if tool else Tool.budget)
         marker = "\n…（已截断）"
         return text if len(text) <= budget else text[: budget - len(marker)] + marker
 
@@ -148,21 +156,18 @@ class Episode(BaseModel):
             raise ToolError(f"本交易日已结束（{self.status}），不能再调用工具")
         tools = available_tools()
         if name not in self.settings.tools or name not in tools:
-            raise ToolError(f"未知工具 {name!r}，可用工具：{', '.join(self.settings.tools)}")
+            raise ToolError(f"未知工具 {shown(name)!r}，可用工具：{', '.join(self.settings.tools)}")
         tool = tools[name]
         if arguments is None or arguments == "":
             arguments = {}
         if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as error:
-                raise ToolError(f"参数不是合法的JSON：{error.msg}（第{error.pos}个字符）") from None
+            arguments = _parse_json(arguments)
         if not isinstance(arguments, dict):
             raise ToolError('参数必须是JSON对象，例如 {"symbol": "SH600519"}')
         try:
             args = tool.arguments.model_validate(arguments)
         except ValidationError as error:
-            raise ToolError(_explain(error)) from None
+            raise ToolError("；".join(map(_problem, error.errors(include_url=False)[:3]))) from None
         return tool.run(self, args)
 
     def check_symbol(self, symbol: str, *, held_ok: bool = True) -> str:
@@ -170,7 +175,9 @@ class Episode(BaseModel):
         symbol = symbol.strip().upper()
         if symbol in self.task.pool or (held_ok and symbol in self.positions):
             return symbol
-        raise ToolError(f"{symbol} 不在股票池中；股票池：{', '.join(self.task.pool)}")
+        pool = self.task.pool
+        listed = ", ".join(pool[:POOL_SHOWN]) + (" 等" if len(pool) > POOL_SHOWN else "")
+        raise ToolError(f"{shown(symbol)} 不在股票池中；股票池共{len(pool)}只：{listed}")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -211,15 +218,56 @@ class Episode(BaseModel):
         ]
 
 
-def _explain(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors()[:3]:
-        where = ".".join(str(p) for p in item["loc"]) or "参数"
-        if item["type"] == "extra_forbidden":
-            hint = "；工具只返回T0及之前的数据，不接受日期参数" if "date" in where.lower() else ""
-            parts.append(f"不支持的参数 {where}{hint}")
-        elif item["type"] == "missing":
-            parts.append(f"缺少参数 {where}")
-        else:
-            parts.append(f"参数 {where} 无效：{item['msg']}")
-    return "；".join(parts)
+_JSON_PROBLEMS = {
+    "Expecting value": "此处缺少一个值",
+    "Expecting property name enclosed in double quotes": "键名须用双引号括起",
+    "Expecting ',' delimiter": "缺少逗号",
+    "Expecting ':' delimiter": "缺少冒号",
+    "Unterminated string": "字符串缺少结尾的引号",
+    "Invalid control character": "字符串里有控制字符",
+    "Invalid \\": "转义写法无效",
+    "Extra data": "JSON对象之后还有多余内容",
+}
+"""The json module's messages as Chinese, by their start."""
+_EXPECTED = {
+    **dict.fromkeys(("int_type", "int_parsing", "int_from_float"), "应为整数"),
+    "int_parsing_size": "数字位数过多",
+    **dict.fromkeys(("float_type", "float_parsing"), "应为数字"),
+    "finite_number": "应为有限的数字",
+    **dict.fromkeys(("bool_type", "bool_parsing"), "应为 true 或 false"),
+    **dict.fromkeys(("string_type", "string_unicode"), "应为字符串"),
+    "list_type": '应为列表，例如 ["MA5", "RSI_14"]',
+    **dict.fromkeys(("dict_type", "model_type"), "应为JSON对象"),
+    "string_too_long": "过长，最多{max_length}个字符",
+    "too_long": "过长，最多{max_length}项",
+    "literal_error": "应为 {expected} 之一",
+}
+"""pydantic's error types as the Chinese the model reads; {...} is filled from the error's context."""
+
+
+def _parse_json(text: str) -> object:
+    """The JSON value of a tool call's arguments, or a ToolError in Chinese (deep nesting and huge numbers too)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        problem = next((zh for en, zh in _JSON_PROBLEMS.items() if error.msg.startswith(en)), "格式不对")
+        raise ToolError(f"参数不是合法的JSON：{problem}（第{error.pos}个字符）") from None
+    except ValueError:  # an integer over Python's 4,300-digit limit
+        raise ToolError("参数不是可用的JSON：数字位数过多") from None
+    except RecursionError:
+        raise ToolError("参数不是可用的JSON：嵌套层数过多") from None
+
+
+def _problem(item: ErrorDetails) -> str:
+    """One pydantic validation error in Chinese: which argument, and what it should be."""
+    where = shown(".".join(str(p) for p in item["loc"])) or "参数"
+    if item["type"] == "missing":
+        return f"缺少参数 {where}"
+    if item["type"] == "extra_forbidden":
+        dated = "；工具只返回T0及之前的数据，不接受日期参数" if "date" in where.lower() else ""
+        return f"不支持的参数 '{where}'{dated}"
+    # pydantic lists a literal's values as "'a', 'b' or 'c'"
+    context = {key: str(value).replace(" or ", ", ") for key, value in item.get("ctx", {}).items()}
+    if item["type"] == "value_error":  # our own validators' messages, already Chinese
+        return f"参数 {where} 无效：{context['error']}"
+    return f"参数 {where} 无效：" + _EXPECTED.get(item["type"], "类型或取值不对").format(**context)

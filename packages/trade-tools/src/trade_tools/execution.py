@@ -1,9 +1,9 @@
 """Order checks and fills at the T0 close under :class:`~trade_tools.rules.ExecutionRules`.
 
 Checks run in a fixed order and the first failure is the reason given back: amount, pool,
-trading status (suspended, price limit), lot rules, T+1, cash or shares, position cap.
-Nothing here mutates state: :func:`plan_order` returns a fill or a refusal reason, and the
-Episode applies fills.
+trading status (suspended, price limit), lot rules, T+1, cash or shares, position cap. No fill
+leaves cash below zero, not even a sale whose fees exceed its proceeds. Nothing here mutates
+state: :func:`plan_order` returns a fill or a refusal reason, and the Episode applies fills.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from trade_data.store import PointInTimeView
 from trade_data.symbols import Board, board_of
 from trade_tools.portfolio import Fill, Position
 from trade_tools.rules import ExecutionRules
+from trade_tools.text import shown
+
+MAX_SHARES = 10**12
+"""The largest order: more shares than any listed company has (ICBC: 3.6e11), and its value stays a finite float."""
 
 
 class Refused(Exception):
@@ -45,8 +49,8 @@ def plan_order(
     value_before: float,
 ) -> Fill:
     """The fill ``side amount symbol`` would get at the close, or :class:`Refused` with the reason."""
-    if amount <= 0:
-        raise Refused(f"数量必须是正整数，收到{amount}")
+    if not 0 < amount <= MAX_SHARES:
+        raise Refused(f"数量必须是正整数（最多{MAX_SHARES:,}股），收到{shown(amount)}")
     if view.is_suspended(symbol):
         raise Refused(f"{symbol}今日停牌，不能交易")
     held = positions.get(symbol)
@@ -83,18 +87,21 @@ def plan_order(
         transfer_fee=transfer,
         slippage_cost=abs(gross - amount * close),
     )
-    if side == "buy":
-        need = -fill.cash_change
-        if need > cash + 1e-9:
-            lots = int(cash // (price * rules.lot_size * (1 + rules.commission_rate + rules.transfer_fee_rate) + 1e-9))
-            raise Refused(f"现金不足：需要{need:,.2f}元，可用{cash:,.2f}元（约可买{lots * rules.lot_size}股）")
-        if rules.max_position_weight is not None:
-            after = ((held.shares if held else 0) + amount) * close
-            if after > rules.max_position_weight * value_before + 1e-6:
-                limit = rules.max_position_weight * value_before
-                raise Refused(
-                    f"买入后{symbol}市值{after:,.0f}元将超过组合总值{rules.max_position_weight:.0%}上限（{limit:,.0f}元）"
-                )
+    if cash + fill.cash_change < 0:  # the sum apply_fill makes, so cash never ends below zero
+        if side == "sell":
+            raise Refused(
+                f"卖出所得{gross:,.2f}元不够支付费用{fill.fees:,.2f}元（佣金最低{rules.min_commission:g}元），"
+                f"现金{cash:,.2f}元也不足以补足"
+            )
+        lots = int(cash // (price * rules.lot_size * (1 + rules.commission_rate + rules.transfer_fee_rate) + 1e-9))
+        raise Refused(f"现金不足：需要{-fill.cash_change:,.2f}元，可用{cash:,.2f}元（约可买{lots * rules.lot_size}股）")
+    if side == "buy" and rules.max_position_weight is not None:
+        after = ((held.shares if held else 0) + amount) * close
+        if after > rules.max_position_weight * value_before + 1e-6:
+            limit = rules.max_position_weight * value_before
+            raise Refused(
+                f"买入后{symbol}市值{after:,.0f}元将超过组合总值{rules.max_position_weight:.0%}上限（{limit:,.0f}元）"
+            )
     return fill
 
 

@@ -5,7 +5,8 @@ text must never reach it (see shared/docs/qlib-0.9.7.md §1). Here the text is c
 character, parsed with :func:`ast.parse` (which only builds a tree and runs nothing), and every
 tree node is checked against a whitelist before it becomes a small :data:`Node` of our own.
 Every window or shift must be a plain whole number from 1 to 250, so no accepted expression
-can read a row after T0 (§2), and size limits keep each evaluation cheap.
+can read a row after T0 (§2), and a work estimate keeps each call cheap (:func:`check_work`).
+Refusals are Chinese: they go back to the model as the tool's answer.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ import math
 import re
 from dataclasses import dataclass
 
-from trade_core.errors import TradeError
+from trade_tools.text import shown
+from trade_tools.tool import ToolError
 
 FIELDS = ("open", "high", "low", "close", "volume")
 MAX_LENGTH = 300
 MAX_NODES = 60
 MAX_WINDOW = 250
 MAX_EXPONENT = 10.0
-MAX_WORK = 300_000
-"""Window cells one symbol may need (sum of rows x window over the windowed operators)."""
+MAX_WORK = 6_000_000
+"""Work units one call may take, all its stocks together (:func:`work`). A unit is about 10 ns and 10 bytes
+of numpy work on a 2-core x86-64 machine: the costliest calls admitted take up to about 60 ms and 50 MB
+(``benchmarks/bench_alpha.py --cap`` measures them per operator, cold and warm, over 30 and 300 stocks)."""
 EMA_TAIL_WEIGHT = 1e-6
 """EMA rows older than this share of the total weight are dropped (Qlib's own cut for EMA(x, alpha))."""
 
@@ -41,6 +45,21 @@ COMPARISONS = frozenset({"Gt", "Ge", "Lt", "Le", "Eq", "Ne"})
 BOOLEAN = COMPARISONS | {"And", "Or", "Not"}
 SHIFTS = frozenset({"Ref", "Delta"})
 _MIN_WINDOW = {"Skew": 3, "Kurt": 4}  # Qlib raises for shorter ones
+_COST = {
+    "Count": 1,
+    **dict.fromkeys(("Mean", "Sum", "Max", "Min", "Rank", "Ref"), 2),
+    **dict.fromkeys(("Mad", "Med", "Quantile", "Delta"), 3),
+    **dict.fromkeys(("Std", "Var", "IdxMax", "IdxMin", "WMA"), 4),
+    "Resi": 5,
+    **dict.fromkeys(("Slope", "EMA"), 6),
+    "Rsquare": 8,
+    "Cov": 10,
+    **dict.fromkeys(("Skew", "Kurt", "Corr"), 17),
+}
+"""Work units per window cell of each windowed operator (per row for Ref, Delta and EMA): the larger of its
+time and its peak memory per cell, over windows of 12 and 250, in units of 10 ns and 10 bytes."""
+_ROW_COST = 2  # a field or an element-wise operator, per row
+_READ_COST = 5  # the five fields read for one row
 
 _ALLOWED = re.compile(r"[A-Za-z0-9_$.,()+\-*/<>=!&| ]*")
 _BINOPS = {ast.Add: "Add", ast.Sub: "Sub", ast.Mult: "Mul", ast.Div: "Div", ast.Pow: "Power", ast.BitAnd: "And",
@@ -52,13 +71,28 @@ _USAGE = {
     **dict.fromkeys(WINDOWED, "{}(x, N)"),
     **dict.fromkeys(PAIR_WINDOWED, "{}(x, y, N)"),
     "Quantile": "Quantile(x, N, q)",
-    "If": "If(condition, x, y)",
+    "If": "If(条件, x, y)",
 }
-_EXAMPLE = "e.g. Mean($close, 5)/$close or ($close-$open)/$open"
+_EXPONENT = f"指数须是 -{MAX_EXPONENT:g} 到 {MAX_EXPONENT:g} 之间的数字"
+_EXAMPLE = "例如 Mean($close, 5)/$close 或 ($close-$open)/$open"
+_SYNTAX = {
+    ast.Attribute: "属性访问",
+    ast.BoolOp: "请用 & 和 | 代替 'and' 'or'",
+    ast.BinOp: "不支持的运算符",
+    ast.IfExp: "请用 If(条件, x, y) 代替 'if' 'else'",
+    ast.Subscript: "下标",
+    ast.Starred: "解包",
+    ast.Lambda: "函数定义",
+    **dict.fromkeys((ast.List, ast.Tuple, ast.Set, ast.Dict), "容器"),
+    **dict.fromkeys((ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp), "推导式"),
+}
 
 
-class ExpressionError(TradeError):
-    """An expression was refused before anything ran; the message says what to change."""
+class ExpressionError(ToolError):
+    """An expression was refused before anything ran; the message says what to change.
+
+    A :class:`ToolError`, so a refusal anywhere on a tool's path goes back to the model as its answer.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,19 +137,32 @@ def parse_expression(text: str) -> Node:
     tree = _syntax_tree(_mapped_source(text))
     size = sum(isinstance(n, ast.expr) for n in ast.walk(tree))
     if size > MAX_NODES:
-        raise ExpressionError(f"expression too large ({size} parts, at most {MAX_NODES})", hint="split it up")
+        raise ExpressionError(f"表达式过大（{size}个部分，最多{MAX_NODES}个）", hint="请拆成几个较短的表达式")
     node = _build(tree.body)
     if not _uses_field(node):
-        raise ExpressionError(
-            "the expression uses no field", hint=f"use $open $high $low $close or $volume, {_EXAMPLE}"
-        )
-    work = _work(node, 1)
-    if work > MAX_WORK:
-        raise ExpressionError(
-            f"expression too expensive: its nested windows need {work} cells per stock (at most {MAX_WORK})",
-            hint="use shorter or fewer nested windows",
-        )
+        raise ExpressionError("表达式没有用到任何字段", hint=f"请使用 $open $high $low $close 或 $volume，{_EXAMPLE}")
+    check_work(node)
     return node
+
+
+def check_work(node: Node, stocks: int = 1) -> None:
+    """Refuse ``node`` over ``stocks`` stocks when its :func:`work` exceeds :data:`MAX_WORK`.
+
+    The cap is per call, not per stock, so a large pool cannot multiply it; being an estimate rather
+    than a timer, it refuses the same calls on every machine, before anything is computed.
+    """
+    each = work(node)
+    if each * stocks > MAX_WORK:
+        fewer = "请减少股票数量，或缩短、减少嵌套的窗口" if stocks > 1 else "请缩短或减少嵌套的窗口"
+        raise ExpressionError(
+            f"计算量过大：{stocks}只股票约需{each * stocks:,}个计算单元（每只{each:,}个），每次调用最多{MAX_WORK:,}个",
+            hint=fewer,
+        )
+
+
+def work(node: Node) -> int:
+    """Work units of one stock's value at T0: reading ``lookback + 1`` rows, then every operator's cells."""
+    return _READ_COST * (lookback(node) + 1) + _work(node, 1)
 
 
 def lookback(node: Node) -> int:
@@ -146,12 +193,17 @@ def ema_tail(n: int) -> int:
 
 
 def _work(node: Node, rows: int) -> int:
-    """Window cells per symbol that evaluating ``rows`` trailing rows of ``node`` touches."""
+    """Work units of the last ``rows`` rows of ``node`` for one stock: its rows or window cells x its cost."""
     if not isinstance(node, Op):
-        return 0
+        return _ROW_COST * rows if isinstance(node, Field) else 0
     extra = reach(node)
-    cells = 0 if not node.params else rows + extra if node.name in SHIFTS | {"EMA"} else rows * (extra + 1)
-    return cells + sum(_work(arg, rows + extra) for arg in node.args)
+    if not node.params:
+        own = _ROW_COST * rows
+    elif node.name in SHIFTS | {"EMA"}:
+        own = _COST[node.name] * (rows + extra)
+    else:
+        own = _COST[node.name] * rows * (extra + 1)
+    return own + sum(_work(arg, rows + extra) for arg in node.args)
 
 
 def _uses_field(node: Node) -> bool:
@@ -161,21 +213,20 @@ def _uses_field(node: Node) -> bool:
 def _mapped_source(text: str) -> str:
     """Check length and characters, then write ``$close`` as the Python name ``_close``."""
     if not isinstance(text, str) or not text.strip():
-        raise ExpressionError("empty expression", hint=_EXAMPLE)
+        raise ExpressionError("表达式为空", hint=_EXAMPLE)
     if len(text) > MAX_LENGTH:
-        raise ExpressionError(f"expression too long ({len(text)} characters, at most {MAX_LENGTH})")
+        raise ExpressionError(f"表达式过长（{len(text)}个字符，最多{MAX_LENGTH}个）")
     if not _ALLOWED.fullmatch(text):
-        shown = " ".join(repr(c) for c in _bad_characters(text))
         raise ExpressionError(
-            f"character(s) not allowed: {shown}",
-            hint="use only letters, digits, $ _ . , ( ) + - * / < > = ! & | and spaces; no strings",
+            f"含有不允许的字符：{shown(' '.join(repr(c) for c in _bad_characters(text)))}",
+            hint="只能使用字母、数字、$ _ . , ( ) + - * / < > = ! & | 和空格，不能写字符串",
         )
     if "$$" in text:
-        raise ExpressionError("$$ (point-in-time financial) fields are not available", hint="use $close etc.")
+        raise ExpressionError("不支持 $$ 开头的财务字段", hint="请使用 $close 等行情字段")
     if re.search(r"\$(?![A-Za-z])", text):
-        raise ExpressionError("$ must be followed by a field name", hint="e.g. $close")
+        raise ExpressionError("$ 后面必须紧跟字段名", hint="例如 $close")
     if re.search(r"(?<![\w$])_", text):
-        raise ExpressionError("names cannot start with _", hint="fields are written $close, operators Mean(...)")
+        raise ExpressionError("名称不能以 _ 开头", hint="字段写作 $close，算子写作 Mean(...)")
     return text.replace("$", "_")
 
 
@@ -186,9 +237,11 @@ def _bad_characters(text: str) -> list[str]:
 def _syntax_tree(source: str) -> ast.Expression:
     try:
         return ast.parse(source.strip(), mode="eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
-        reason = getattr(exc, "msg", None) or type(exc).__name__
-        raise ExpressionError(f"not a valid expression ({reason})", hint=_EXAMPLE) from None
+    except SyntaxError as exc:
+        near = f"（第{exc.offset}个字符附近）" if exc.offset else ""
+        raise ExpressionError(f"不是合法的表达式{near}", hint=_EXAMPLE) from None
+    except (ValueError, MemoryError, RecursionError):
+        raise ExpressionError("不是合法的表达式（嵌套过深）", hint=_EXAMPLE) from None
 
 
 def _build(node: ast.expr) -> Node:
@@ -204,32 +257,20 @@ def _build(node: ast.expr) -> Node:
     if isinstance(node, ast.Compare):
         if len(node.ops) != 1 or type(node.ops[0]) not in _CMPOPS:
             raise ExpressionError(
-                "one comparison (> >= < <= == !=) at a time", hint="combine with &, e.g. (a>b) & (c>d)"
+                "一次只能有一个比较（> >= < <= == !=）", hint="多个比较请用 & 连接，例如 (a>b) & (c>d)"
             )
         return _binary(_CMPOPS[type(node.ops[0])], _build(node.left), _build(node.comparators[0]))
     if isinstance(node, ast.Call):
         return _call(node)
     raise ExpressionError(
-        f"'{_shown(node)}' is not allowed ({_describe(node)})", hint=f"only operators, numbers and fields, {_EXAMPLE}"
+        f"不允许 '{_shown(node)}'（{_SYNTAX.get(type(node), '不支持的写法')}）",
+        hint=f"只能使用算子、数字和字段，{_EXAMPLE}",
     )
-
-
-def _describe(node: ast.expr) -> str:
-    names = {
-        ast.Attribute: "attribute access",
-        ast.BoolOp: "and/or: use & and |",
-        ast.BinOp: "operator not supported",
-        ast.IfExp: "if/else: use If(cond, x, y)",
-        ast.GeneratorExp: "comprehension",
-        ast.Starred: "unpacking",
-    }
-    return names.get(type(node), type(node).__name__)
 
 
 def _shown(node: ast.AST) -> str:
     """The source of ``node`` as the model wrote it (``_close`` back to ``$close``), shortened."""
-    text = re.sub(r"(?<!\w)_(?=[A-Za-z])", "$", ast.unparse(node))
-    return text if len(text) <= 40 else text[:37] + "..."
+    return shown(re.sub(r"(?<!\w)_(?=[A-Za-z])", "$", ast.unparse(node)))
 
 
 def _name(identifier: str) -> Field:
@@ -237,21 +278,23 @@ def _name(identifier: str) -> Field:
         field = identifier[1:]
         if field in FIELDS:
             return Field(field)
-        raise ExpressionError(f"unknown field ${field}", hint="fields: $open $high $low $close $volume")
+        raise ExpressionError(f"未知字段 '${shown(field)}'", hint="可用字段：$open $high $low $close $volume")
     if identifier in OPERATORS:
-        raise ExpressionError(f"{identifier} must be called", hint="e.g. " + _USAGE[identifier].format(identifier))
-    raise ExpressionError(f"unknown name '{identifier}'", hint="fields need a $, e.g. $close")
+        raise ExpressionError(
+            f"{identifier} 是算子，须带参数调用", hint="例如 " + _USAGE[identifier].format(identifier)
+        )
+    raise ExpressionError(f"未知名称 '{shown(identifier)}'", hint="字段前要加 $，例如 $close")
 
 
 def _number(node: ast.Constant) -> float:
     if type(node.value) not in (int, float):
-        raise ExpressionError(f"'{_shown(node)}' is not allowed (only plain numbers)")
+        raise ExpressionError(f"不允许 '{_shown(node)}'（只能用普通数字）")
     try:
         value = float(node.value)
     except OverflowError:
         value = math.inf
     if not math.isfinite(value):
-        raise ExpressionError(f"number out of range: {_shown(node)}")
+        raise ExpressionError(f"数字超出范围：'{_shown(node)}'")
     return value
 
 
@@ -259,40 +302,36 @@ def _signed_number(node: ast.UnaryOp) -> float:
     if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
         return -_number(node.operand)
     if isinstance(node.op, ast.Not):
-        raise ExpressionError(f"'{_shown(node)}' is not allowed", hint="use Not(comparison), e.g. Not($close>$open)")
-    raise ExpressionError(
-        f"'{_shown(node)}' is not allowed: a minus sign may only stand before a number", hint="write -1*x or 0-x"
-    )
+        raise ExpressionError(f"不允许 '{_shown(node)}'", hint="请用 Not(比较)，例如 Not($close>$open)")
+    raise ExpressionError(f"不允许 '{_shown(node)}'：负号只能直接写在数字前", hint="请写成 -1*x 或 0-x")
 
 
 def _binary(name: str, left: Node, right: Node) -> Node:
     if isinstance(left, Const) and isinstance(right, Const) and name in ("Add", "Sub", "Mul", "Div", "Power"):
         return Const(_fold(name, left.value, right.value))
     if not (_uses_field(left) or _uses_field(right)):
-        raise ExpressionError(f"{name} needs a field on at least one side", hint=_EXAMPLE)
+        raise ExpressionError(f"{name} 至少一边要用到字段", hint=_EXAMPLE)
     if name in ("And", "Or") and not (_is_boolean(left) and _is_boolean(right)):
-        raise ExpressionError(
-            f"{name} (& |) combines comparisons", hint="e.g. ($close>$open) & ($volume>Ref($volume, 1))"
-        )
+        raise ExpressionError(f"{name}（& |）只能连接比较", hint="例如 ($close>$open) & ($volume>Ref($volume, 1))")
     if name == "Power" and not (isinstance(right, Const) and abs(right.value) <= MAX_EXPONENT):
-        raise ExpressionError(
-            f"the exponent must be a number from -{MAX_EXPONENT:g} to {MAX_EXPONENT:g}", hint="e.g. $close**2"
-        )
+        raise ExpressionError(_EXPONENT, hint="例如 $close**2")
     return Op(name, (left, right))
 
 
 def _fold(name: str, left: float, right: float) -> float:
     """Arithmetic on two numbers, the way Python would do it inside Qlib's eval (floats only)."""
     if name == "Power" and abs(right) > MAX_EXPONENT:
-        raise ExpressionError(f"the exponent must be a number from -{MAX_EXPONENT:g} to {MAX_EXPONENT:g}")
+        raise ExpressionError(_EXPONENT)
     try:
         value = {"Add": left + right, "Sub": left - right, "Mul": left * right}.get(name)
         if value is None:
             value = left / right if name == "Div" else left**right
-    except (ZeroDivisionError, OverflowError) as exc:
-        raise ExpressionError(f"arithmetic on numbers failed ({exc})") from None
+    except ZeroDivisionError:
+        raise ExpressionError("数字运算除以零") from None
+    except OverflowError:
+        raise ExpressionError("数字运算结果溢出") from None
     if not (isinstance(value, float) and math.isfinite(value)):
-        raise ExpressionError("arithmetic on numbers gives no finite real number")
+        raise ExpressionError("数字运算的结果不是有限实数")
     return value
 
 
@@ -302,17 +341,17 @@ def _is_boolean(node: Node) -> bool:
 
 def _call(node: ast.Call) -> Node:
     if not isinstance(node.func, ast.Name):
-        raise ExpressionError(f"'{_shown(node.func)}' cannot be called", hint="only operators such as Mean(...)")
+        raise ExpressionError(f"不能调用 '{_shown(node.func)}'", hint="只能调用 Mean(...) 这样的算子")
     if node.func.id not in OPERATORS:
-        raise ExpressionError(f"unknown operator '{_shown(node.func)}'", hint=_operator_hint(node.func))
+        raise ExpressionError(f"未知算子 '{_shown(node.func)}'", hint=_operator_hint(node.func))
     name = node.func.id
-    usage = "use " + _USAGE[name].format(name)
+    usage = "用法：" + _USAGE[name].format(name)
     if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-        raise ExpressionError(f"{name} takes positional arguments only", hint=usage)
+        raise ExpressionError(f"{name} 只接受按位置写的参数", hint=usage)
     args = node.args
     arity = 3 if name in PAIR_WINDOWED | {"Quantile", "If"} else 1 if name in UNARY else 2
     if len(args) != arity:
-        raise ExpressionError(f"{name} takes {arity} argument{'s' if arity > 1 else ''}, got {len(args)}", hint=usage)
+        raise ExpressionError(f"{name} 需要{arity}个参数，收到{len(args)}个", hint=usage)
     if name in UNARY:
         return _unary(name, _build(args[0]))
     if name in BINARY:
@@ -330,24 +369,22 @@ def _operator_hint(func: ast.Name) -> str:
     name = func.id
     close = [op for op in OPERATORS if op.lower() == name.lower()]
     if close:
-        return f"did you mean {close[0]}? (operator names are case-sensitive)"
-    return "allowed: " + " ".join(sorted(OPERATORS))
+        return f"是否想用 {close[0]}？算子名区分大小写"
+    return "可用算子：" + " ".join(sorted(OPERATORS))
 
 
 def _unary(name: str, arg: Node) -> Op:
     if not _uses_field(arg):
-        raise ExpressionError(f"{name} needs a field inside", hint=f"e.g. {name}($close-$open)")
+        raise ExpressionError(f"{name} 的参数要用到字段", hint=f"例如 {name}($close-$open)")
     if name == "Not" and not _is_boolean(arg):
-        raise ExpressionError("Not takes a comparison", hint="e.g. Not($close>$open)")
+        raise ExpressionError("Not 只能作用于比较", hint="例如 Not($close>$open)")
     return Op(name, (arg,))
 
 
 def _series(name: str, node: ast.expr) -> Node:
     built = _build(node)
     if not _uses_field(built):
-        raise ExpressionError(
-            f"{name} needs a series built from a field, not a number", hint="use " + _USAGE[name].format(name)
-        )
+        raise ExpressionError(f"{name} 需要由字段算出的序列，不能是数字", hint="用法：" + _USAGE[name].format(name))
     return built
 
 
@@ -360,13 +397,12 @@ def _window(name: str, node: ast.expr) -> int:
         return value
     if shift and (type(value) is not int or value <= 0):
         raise ExpressionError(
-            f"{name}'s shift '{_shown(node)}' could read after T0: "
-            f"it must be a plain whole number from 1 to {MAX_WINDOW}",
-            hint=f"e.g. {name}($close, 1) for one trading day back",
+            f"{name} 的位移 '{_shown(node)}' 可能读到T0之后的数据：须是1到{MAX_WINDOW}之间的整数",
+            hint=f"例如 {name}($close, 1) 表示前一个交易日",
         )
     raise ExpressionError(
-        f"{name}'s window '{_shown(node)}' must be a plain whole number from {lowest} to {MAX_WINDOW}",
-        hint="use " + _USAGE[name].format(name).replace("N", "20"),
+        f"{name} 的窗口 '{_shown(node)}' 须是{lowest}到{MAX_WINDOW}之间的整数",
+        hint="用法：" + _USAGE[name].format(name).replace("N", "20"),
     )
 
 
@@ -384,6 +420,4 @@ def _quantile(node: ast.expr) -> float:
     value = _literal(node)
     if type(value) in (int, float) and 0 < value < 1:  # type: ignore[operator]
         return float(value)  # type: ignore[arg-type]
-    raise ExpressionError(
-        f"Quantile's q '{_shown(node)}' must be a number between 0 and 1", hint="e.g. Quantile($close, 20, 0.8)"
-    )
+    raise ExpressionError(f"Quantile 的分位数 '{_shown(node)}' 须在0和1之间", hint="例如 Quantile($close, 20, 0.8)")

@@ -31,14 +31,18 @@ class Fill(BaseModel):
     slippage_cost: float = Field(description="|price - close| x shares")
 
     @property
+    def fees(self) -> float:
+        """Commission, stamp duty and transfer fee: what the broker and exchange charge."""
+        return self.commission + self.stamp_duty + self.transfer_fee
+
+    @property
     def costs(self) -> float:
         """What the fill lost against valuing the shares at the close."""
-        return self.commission + self.stamp_duty + self.transfer_fee + self.slippage_cost
+        return self.fees + self.slippage_cost
 
     @property
     def cash_change(self) -> float:
-        fees = self.commission + self.stamp_duty + self.transfer_fee
-        return -(self.gross + fees) if self.side == "buy" else self.gross - fees
+        return -(self.gross + self.fees) if self.side == "buy" else self.gross - self.fees
 
 
 class ActionRecord(BaseModel):

@@ -10,6 +10,8 @@ import numpy as np
 from trade_tools.tool import ToolError
 
 MAX_PERIOD = 250
+SHOWN = 40
+"""Characters of the model's own input an error echoes back: enough to recognise it, never a flood."""
 _PERIOD = re.compile(r"^\s*(\d{1,4})\s*[dD日]?\s*$")
 
 
@@ -18,8 +20,16 @@ def parse_period(period: str | int, *, minimum: int = 1, maximum: int = MAX_PERI
     match = _PERIOD.match(str(period))
     days = int(match.group(1)) if match else None
     if days is None or not minimum <= days <= maximum:
-        raise ToolError(f'period {period!r} 无效：应为{minimum}到{maximum}之间的交易日数，例如 "20d"')
+        raise ToolError(f'period {shown(period)!r} 无效：应为{minimum}到{maximum}之间的交易日数，例如 "20d"')
     return days
+
+
+def shown(value: object, limit: int = SHOWN) -> str:
+    """``value`` as an error echoes it: at most ``limit`` characters, however long the input."""
+    if isinstance(value, int) and value.bit_length() > 4 * limit:  # over ``limit`` digits; str() may refuse it
+        return f"（超过{limit}位的整数）"
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def price(value: float) -> str:

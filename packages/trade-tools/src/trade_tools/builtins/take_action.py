@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 from trade_tools.episode import Episode
 from trade_tools.execution import Refused, apply_fill, plan_order
 from trade_tools.portfolio import ActionRecord
+from trade_tools.text import shown
 from trade_tools.tool import Arguments, Tool
 
 
@@ -53,10 +54,9 @@ class TakeAction(Tool):
         episode.cash = apply_fill(record.fill, episode.cash, episode.positions)
         fill = record.fill
         side = "买入" if fill.side == "buy" else "卖出"
-        fees = fill.commission + fill.stamp_duty + fill.transfer_fee
         return (
             f"成交：{side}{fill.symbol} {fill.shares}股，成交价{fill.price:.3f}（收盘{fill.close:.2f}），"
-            f"金额{fill.gross:,.2f}元，费用{fees:,.2f}元。{_account(episode)}"
+            f"金额{fill.gross:,.2f}元，费用{fill.fees:,.2f}元。{_account(episode)}"
         )
 
     @staticmethod
@@ -68,7 +68,7 @@ class TakeAction(Tool):
             raise Refused(f"{args.type} 需要 symbol 和 amount")
         symbol = args.symbol.strip().upper()
         if symbol not in episode.task.pool and symbol not in episode.positions:
-            raise Refused(f"{symbol} 不在股票池中")
+            raise Refused(f"{shown(symbol)} 不在股票池中")
         return plan_order(
             args.type,
             symbol,
