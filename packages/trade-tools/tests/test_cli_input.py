@@ -92,7 +92,7 @@ def test_commands_after_stop_are_answered(real_dataset: Path, tmp_path: Path) ->
     run = _play(real_dataset, tmp_path / "q.jsonl", "stop 收工\nbuy SZ000063 100\nstate\nquit\nstate\n")
     assert run.code == 0, run.err
     answers = run.out[run.out.index("已结束今日交易") :].splitlines()
-    assert answers[1] == "错误：本交易日已结束（stopped），不能再调用工具"
+    assert answers[1] == "错误：本交易日已结束（已停止），不能再调用工具"
     assert answers[2] == "现金 1,000,000.00；持仓 空仓；组合总值 1,000,000.00"
     assert run.out.count("现金 1,000,000.00；") == 1  # nothing after `quit`
     assert "the day is over (stopped)" in run.err and "end of input:" not in run.out

@@ -43,7 +43,7 @@ MALFORMED = [
     ("get_price_data", '{"symbol": "SH600519", "end_date": "2024-07-01"}', "不接受日期参数"),
     ("get_price_data", '{"symbol": "SH600519", "period": "0d"}', "period '0d' 无效"),
     ("get_price_data", '{"symbol": "SH600519", "indicators": ["MA7"]}', "未知指标 MA7；可用：MA5"),
-    ("get_macro_indicators", '{"index": "SH000016"}', "未知指数 'SH000016'"),
+    ("get_macro_indicators", '{"index": "SH000016"}', "未知指数 SH000016；"),
     ("get_macro_indicators", '{"period": "abc"}', "period 'abc' 无效"),
     ("TakeAction", '{"type": "hold"}', "参数 type 无效"),
     ("TakeAction", '{"type": "buy", "symbol": "SH600519"}', "订单被拒绝：buy 需要 symbol 和 amount"),
@@ -65,7 +65,7 @@ def test_turn_budget_truncates(open_day) -> None:  # type: ignore[no-untyped-def
     assert day.begin_turn() and day.begin_turn()
     assert not day.begin_turn()
     assert (day.status, day.turns) == ("truncated", 3)
-    assert day.call("get_price_data", '{"symbol": "SH600519"}').startswith("错误：本交易日已结束（truncated）")
+    assert day.call("get_price_data", '{"symbol": "SH600519"}').startswith("错误：本交易日已结束（已截断）")
 
 
 def test_character_budget_cuts_long_texts(open_day) -> None:  # type: ignore[no-untyped-def]

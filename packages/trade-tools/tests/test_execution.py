@@ -61,7 +61,7 @@ def test_nothing_executes_after_stop(open_day) -> None:  # type: ignore[no-untyp
     act(day, type="stop", reasoning="done")
     before = state(day)
     text = act(day, type="buy", symbol="SH600519", amount=100)
-    assert text.startswith("错误：本交易日已结束（stopped）")
+    assert text.startswith("错误：本交易日已结束（已停止）")
     assert day.call("get_price_data", '{"symbol": "SH600519"}').startswith("错误：本交易日已结束")
     assert state(day) == before and day.status == "stopped" and len(day.actions) == 1
 

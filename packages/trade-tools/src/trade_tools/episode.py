@@ -31,6 +31,8 @@ DEFAULT_TOOLS = ("get_price_data", "get_macro_indicators", "compute_alpha_factor
 POOL_SHOWN = 8
 """Pool symbols a wrong-symbol error lists (with the pool's size), however large the pool."""
 Status = Literal["open", "stopped", "truncated", "failed"]
+STATUS_TEXT: dict[str, str] = {"stopped": "已停止", "truncated": "已截断", "failed": "已失败"}
+"""How a closed status reads in the model's language."""
 
 
 class Task(BaseModel):
@@ -153,7 +155,7 @@ class Episode(BaseModel):
 
     def _dispatch(self, name: str, arguments: str | dict[str, Any] | None) -> str:
         if self.status != "open":
-            raise ToolError(f"本交易日已结束（{self.status}），不能再调用工具")
+            raise ToolError(f"本交易日已结束（{STATUS_TEXT[self.status]}），不能再调用工具")
         tools = available_tools()
         if name not in self.settings.tools or name not in tools:
             raise ToolError(f"未知工具 {shown(name)!r}，可用工具：{', '.join(self.settings.tools)}")

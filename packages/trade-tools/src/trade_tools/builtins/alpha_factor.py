@@ -136,7 +136,7 @@ class ComputeAlphaFactor(Tool):
 
     def run(self, episode: Episode, args: AlphaArgs) -> str:
         from trade_tools.alpha import columns_at, lookback, resolve, value_at_t0
-        from trade_tools.expression import ExpressionError
+        from trade_tools.expression import ExpressionError, check_work
 
         if not args.symbols:
             raise ToolError("symbols 不能为空")
@@ -144,6 +144,7 @@ class ComputeAlphaFactor(Tool):
         text.parse_period(args.period)  # kept for the reference's callers; the factor reads the history it needs
         try:
             name, node = resolve(args.expression)
+            check_work(node, len(symbols))
         except ExpressionError as error:
             raise ToolError(f"表达式被拒绝：{error.one_line()}") from None
         values = value_at_t0(node, columns_at(episode.view, symbols, rows=lookback(node) + 1))

@@ -31,7 +31,7 @@ class GetMacroIndicators(Tool):
         index = (args.index or episode.task.index).strip().upper()  # default: the market state's index
         indices = view.indices()
         if index not in indices:
-            raise ToolError(f"未知指数 {index!r}；可用：{', '.join(indices)}")
+            raise ToolError(f"未知指数 {text.shown(index)}；可用：{', '.join(indices)}")
         days = text.parse_period(args.period)
         bars = view.window(index, max(days, 20) + 1)
         changes = daily_changes(bars.close)

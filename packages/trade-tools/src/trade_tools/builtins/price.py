@@ -40,7 +40,7 @@ class GetPriceData(Tool):
         names = [n.strip().upper() for n in args.indicators]
         unknown = [n for n in names if n not in INDICATORS]
         if unknown:
-            raise ToolError(f"未知指标 {', '.join(unknown)}；可用：{', '.join(INDICATORS)}")
+            raise ToolError(f"未知指标 {text.shown(', '.join(unknown))}；可用：{', '.join(INDICATORS)}")
         view = episode.view
         bars = view.window(symbol, max(days, 5) + 1)  # one bar more: the first shown day's change needs it
         if len(bars) == 0:
