@@ -23,9 +23,9 @@ def main() -> None:
     from trade_reward.forward import ground_truth
     from trade_reward.outcome import outcome
     from trade_reward.schemes import get_scheme
-    from trade_reward.verl import compute_score
     from trade_tools.episode import Episode
     from trade_tools.tasks import day_task
+    from trade_train.verl_grpo.schema import compute_score
 
     with tempfile.TemporaryDirectory() as tmp:
         dataset = common.import_sample(args.data, Path(tmp) / "cn")

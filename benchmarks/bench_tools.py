@@ -44,18 +44,12 @@ def main() -> None:
 
     from trade_data.store import MarketStore
     from trade_tools.episode import Episode
-    from trade_tools.indicators import indicator_table
     from trade_tools.tasks import day_task
 
     rows: list[tuple[str, str, str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         dataset = common.import_sample(args.data, Path(tmp) / "cn")
         store = MarketStore.load(dataset)
-        start = time.perf_counter()
-        indicator_table(store)
-        rows.append(
-            ("indicator precompute (19 indicators, whole dataset)", f"{time.perf_counter() - start:.2f} s", "-", "-")
-        )
         rng = np.random.default_rng(0)
         days = [store.calendar[i].date().isoformat() for i in rng.integers(300, len(store.calendar), 200)]
         tasks = [day_task(store, d, pool_size=20, seed=i) for i, d in enumerate(days)]

@@ -24,11 +24,11 @@ def main() -> None:
 
     from trade_data.store import MarketStore
     from trade_reward.forward import ground_truth
-    from trade_reward.verl import compute_score
-    from trade_tools.episode import Episode
+    from trade_tools.day import TradingDay
     from trade_tools.tasks import day_task
     from trade_tools.trajectory import write_trajectories
-    from trade_train.verl_grpo.rollouts import Rollout, reply_message, step_metrics
+    from trade_train.verl_grpo.rollouts import Rollout, step_metrics
+    from trade_train.verl_grpo.schema import REWARD_INFO, compute_score
 
     with tempfile.TemporaryDirectory() as tmp:
         store = MarketStore.load(common.import_sample(args.data, Path(tmp) / "cn"))
@@ -39,19 +39,17 @@ def main() -> None:
             task = day_task(store, day, pool_size=10, seed=t)
             truth = ground_truth(store, day, [*task.pool, *task.holdings]).model_dump_json()
             for _ in range(args.rollouts):
-                episode = Episode.start(task, store)
-                conversation = episode.messages()
+                trading = TradingDay.start(task, store)
                 calls = [("get_price_data", {"symbol": s}) for s in rng.choice(task.pool, 3, replace=False)]
                 calls += [("TakeAction", {"type": "buy", "symbol": str(task.pool[0]), "amount": 100}),
                           ("TakeAction", {"type": "stop", "reasoning": "bench"})]  # fmt: skip
-                for turn, (name, arguments) in enumerate(calls, start=1):
-                    episode.begin_turn()
-                    text = episode.call(name, arguments)
-                    reply = reply_message("<think>\n分析\n</think>\n\n", [(name, json.dumps(arguments))], turn)
-                    conversation += [reply.model_dump(exclude_none=True), {"role": "tool", "content": text}]
+                for name, arguments in calls:
+                    trading.turn("<think>\n分析\n</think>\n\n", [(name, json.dumps(arguments))])
+                episode = trading.episode
+                conversation = [m.model_dump(exclude_none=True) for m in trading.messages]
                 reward = compute_score("trade", "", truth, {"episode": episode.model_dump_json()})
                 fields = {"episode": episode.model_dump_json(), "conversation": json.dumps(conversation)}
-                stored.append((f"uid-{t}", reward.pop("score"), {**fields, "reward_extra_info": reward}, truth))
+                stored.append((f"uid-{t}", reward.pop("score"), {**fields, REWARD_INFO: reward}, truth))
 
         parse, metrics, records = [], [], []
         for step in range(args.steps):

@@ -12,6 +12,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 DISTRIBUTIONS = ("trade-plugin-hello", "trade-plugin-clash", "trade-plugin-broken", "trade-plugin-faulty")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that installs the fixture distributions is slow (about 15 s once per session)."""
+    for item in items:
+        if "installed_plugins" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def installed_plugins(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """pip-install the fixture distributions into a private folder; put it on PYTHONPATH to use them.

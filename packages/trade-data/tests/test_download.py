@@ -23,7 +23,7 @@ import pytest
 from trade_core.errors import TradeError
 from trade_data.info import dataset_info
 from trade_data.qlib_dir import DatasetMeta, read_feature, read_meta, write_dataset
-from trade_data.sources import ArchiveSource, available_sources, download
+from trade_data.sources import BUILTIN_SOURCES, DATA_SOURCES, ArchiveSource, download
 
 TRADE = str(Path(sys.executable).with_name("trade"))
 SYMBOLS = ["SH600000", "SH600519", "SZ000001"]
@@ -88,24 +88,30 @@ def _check_converted(out: Path, source: str) -> None:
     assert (info.symbols, info.first_date, info.last_date, info.trading_days) == (3, "2024-01-02", "2024-01-15", 10)
     assert not info.synthetic and info.source == f"download:{source}"
     meta = read_meta(out)
-    assert meta.parameters["url"] == available_sources()[source].origin
+    assert meta.parameters["url"] == DATA_SOURCES.get(source).origin
     assert len(str(meta.parameters["sha256"])) == 64
     start, close = read_feature(out, "SZ000001", "close")
     assert start == 0 and close[0] == pytest.approx(30.0 * 2.0)  # adjusted: raw x factor
 
 
-def test_builtin_sources_are_registered() -> None:
-    assert list(available_sources()) == ["baostock", "qlib-cn", "qlib-community"]
+def test_every_builtin_source_is_registered_by_the_data_plugin_and_found_by_name(tmp_path: Path) -> None:
+    provided = DATA_SOURCES.provided()
+    assert {name: (p.item, p.origin.name, p.origin.dist) for name, p in provided.items()} == {
+        source.name: (source, "data", "trade-data") for source in BUILTIN_SOURCES
+    }
+    with pytest.raises(TradeError) as error:
+        download("nope", tmp_path / "out")
+    assert error.value.hint == f"valid: {', '.join(sorted(provided))}"
 
 
 def test_zip_converts_into_a_dataset(tmp_path: Path, existing: Path) -> None:
-    out = available_sources()["qlib-cn"].convert(_zip(tmp_path), existing)
+    out = DATA_SOURCES.get("qlib-cn").convert(_zip(tmp_path), existing)
     _check_converted(out, "qlib-cn")
     assert sorted(p.name for p in existing.parent.iterdir()) == ["out"]
 
 
 def test_tar_converts_into_a_dataset(tmp_path: Path) -> None:
-    out = available_sources()["qlib-community"].convert(_tar(tmp_path), tmp_path / "new" / "out")
+    out = DATA_SOURCES.get("qlib-community").convert(_tar(tmp_path), tmp_path / "new" / "out")
     _check_converted(out, "qlib-community")
 
 
@@ -131,7 +137,7 @@ def test_zip_slip_is_refused(tmp_path: Path, existing: Path, name: str) -> None:
     name = str(target) if name == "ABSOLUTE" else name
     before = _snapshot(existing)
     with pytest.raises(TradeError, match="unsafe member"):
-        available_sources()["qlib-cn"].convert(_zip(tmp_path, {name: b"pwned"}), existing)
+        DATA_SOURCES.get("qlib-cn").convert(_zip(tmp_path, {name: b"pwned"}), existing)
     assert not target.exists() and not (existing.parent / "evil.txt").exists()
     _assert_untouched(existing, before)
 
@@ -155,7 +161,7 @@ def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile
 def test_tar_escape_is_refused(tmp_path: Path, existing: Path, bad: tarfile.TarInfo) -> None:
     before = _snapshot(existing)
     with pytest.raises(TradeError, match="unsafe member"):
-        available_sources()["qlib-community"].convert(_tar(tmp_path, bad), existing)
+        DATA_SOURCES.get("qlib-community").convert(_tar(tmp_path, bad), existing)
     assert not (tmp_path / "evil.txt").exists() and not Path("/tmp/trade-download-test-evil.txt").exists()
     _assert_untouched(existing, before)
 
@@ -164,14 +170,14 @@ def test_archive_without_provider_dir_leaves_out_untouched(tmp_path: Path, exist
     before = _snapshot(existing)
     artifact = _zip(tmp_path, {"data/readme.txt": b"not qlib"}, with_provider=False)
     with pytest.raises(TradeError, match="no Qlib provider dir"):
-        available_sources()["qlib-cn"].convert(artifact, existing)
+        DATA_SOURCES.get("qlib-cn").convert(artifact, existing)
     _assert_untouched(existing, before)
 
 
 def test_wrong_archive_type_is_one_error(tmp_path: Path, existing: Path) -> None:
     before = _snapshot(existing)
     with pytest.raises(TradeError, match="not a readable archive"):
-        available_sources()["qlib-cn"].convert(_tar(tmp_path), existing)
+        DATA_SOURCES.get("qlib-cn").convert(_tar(tmp_path), existing)
     _assert_untouched(existing, before)
 
 
@@ -241,7 +247,7 @@ def test_cli_unknown_source_is_one_line(tmp_path: Path) -> None:
     result = _trade("data", "download", "--source", "nope", "--out", str(tmp_path / "out"))
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "error: unknown data source 'nope' (valid sources: baostock, qlib-cn, qlib-community)"
+        "error: unknown data source 'nope' (valid: baostock, qlib-cn, qlib-community)"
     ]
 
 
@@ -250,7 +256,7 @@ def test_cli_help_explains_offline_use_and_lists_sources() -> None:
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
     assert "OFFLINE" in text and "--from-file" in text
-    for source in available_sources().values():
+    for source in DATA_SOURCES.all().values():
         assert source.name in text and source.origin in text
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from trade_data.errors import DatasetError
 from trade_data.store import MarketStore
-from trade_data.symbols import Board, board_of, limit_pct
+from trade_data.symbols import PRICE_LIMITS, Board, board_of, limit_fractions, limit_pct
 
 
 def test_window_matches_source_rows_and_skips_suspensions(real_store: MarketStore, real_table: pd.DataFrame) -> None:
@@ -73,6 +73,32 @@ def test_chinext_limit_widens_on_2020_08_24(real_store: MarketStore) -> None:
     switch = real_store.day_index("2020-08-24")
     assert np.nanmax(np.where(up[:switch], change[:switch], np.nan)) < 0.105
     assert np.nanmin(np.where(up[switch:], change[switch:], np.nan)) > 0.19
+
+
+def test_the_limit_table_dates_each_board_regime() -> None:
+    before, after = dt.date(2020, 8, 21), dt.date(2020, 8, 24)
+    assert (limit_pct("SZ300750", before), limit_pct("SZ300750", after)) == (0.10, 0.20)
+    assert (limit_pct("SH600519", after), limit_pct("SH688981", after), limit_pct("BJ430047", after)) == (0.1, 0.2, 0.3)
+    assert limit_pct("SH000300", after) is None
+    fractions = limit_fractions(["SZ300750", "SH000300", "SH688981"], [before, after])
+    np.testing.assert_array_equal(fractions, [[0.10, np.nan, 0.20], [0.20, np.nan, 0.20]])
+
+
+def test_limit_flags_are_the_views_reading_under_the_table(real_store: MarketStore) -> None:
+    """The store's flags and a view's reading under any table come from one rule; another table, other flags."""
+    day = "2024-10-08"  # a broad rally: limit-ups on every board
+    view, t = real_store.asof(day), real_store.day_index(day)
+    stocks = view.members("csi300")
+    columns = [real_store.column[s] for s in stocks]
+    up = [view.at_limit_up(s) for s in stocks]
+    assert up == list(real_store.limit_up[t, columns]) and 5 < sum(up) < len(stocks)
+    wide = tuple(limit._replace(fraction=0.3) for limit in PRICE_LIMITS)
+    assert not any(view.at_limit_up(s, wide) or view.at_limit_down(s, wide) for s in stocks)
+    narrow = tuple(limit._replace(fraction=0.01) for limit in PRICE_LIMITS)
+    narrow_up = np.array([view.at_limit_up(s, narrow) for s in stocks])
+    with np.errstate(invalid="ignore"):
+        rose = real_store.adjusted["close"][t, columns] > 1.02 * real_store.previous_close[t, columns]
+    assert narrow_up[rose & real_store.traded[t, columns]].all() and narrow_up.sum() > sum(up)
 
 
 def test_calendar_arithmetic(real_store: MarketStore) -> None:

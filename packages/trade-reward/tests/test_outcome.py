@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 
@@ -12,8 +10,7 @@ from trade_data.store import MarketStore
 from trade_reward.forward import ground_truth
 from trade_reward.outcome import Outcome, outcome
 from trade_reward.schemes import get_scheme
-from trade_reward.verl import compute_score
-from trade_tools.episode import Episode, EpisodeSettings, Task
+from trade_tools.episode import Episode, Task
 
 WEIGHTS = (0.5, 0.3, 0.2)
 
@@ -121,26 +118,3 @@ def test_schemes_are_configurable_and_unknown_names_list_the_valid_ones() -> Non
         get_scheme("bucketed", edges=(0.02, 0.01, 0.0, -0.01))
     with pytest.raises(TradeError, match="bad settings"):
         get_scheme("continuous", temperature=1)
-
-
-def test_verl_compute_score_reads_the_episode_from_extra_info(real_store: MarketStore) -> None:
-    day = _start(real_store, "2025-10-14", ["SZ000001", "SH600519"], {"SZ000001": 10_000}, 500_000.0)
-    day.call("TakeAction", {"type": "sell", "symbol": "SZ000001", "amount": 10_000})
-    day.call("TakeAction", {"type": "stop", "reasoning": "avoid the ex-dividend drop"})
-    truth = ground_truth(real_store, "2025-10-14", ["SZ000001", "SH600519"]).model_dump_json()
-    scored = compute_score("trade-agent/csi300", "", truth, {"episode": day.model_dump_json(), "index": 0})
-    expected = get_scheme("bucketed").score(
-        outcome(day, ground_truth(real_store, "2025-10-14", ["SZ000001", "SH600519"]))
-    )
-    assert scored == expected.flat() and set(scored) >= {"score", "r_new", "r_orig", "r_outcome", "bucket", "failure"}
-    assert all(isinstance(v, (int, float, str)) for v in scored.values())
-    continuous = compute_score(
-        "x", "", json.loads(truth), {"episode": json.loads(day.model_dump_json())}, scheme="continuous"
-    )
-    assert continuous["scheme"] == "continuous"
-    with pytest.raises(TradeError, match="extra_info has no 'episode'"):
-        compute_score("x", "", truth, {})
-    truncated = _start(real_store, "2025-10-14", ["SZ000001"], {}, 1000.0, settings=EpisodeSettings(max_turns=1))
-    truncated.begin_turn()
-    truncated.begin_turn()
-    assert compute_score("x", "", truth, {"episode": truncated.model_dump_json()})["failure"] == "no_valid_call"

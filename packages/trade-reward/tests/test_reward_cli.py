@@ -13,6 +13,7 @@ from trade_data.store import MarketStore
 from trade_reward.forward import ground_truth
 from trade_reward.outcome import outcome
 from trade_reward.schemes import get_scheme
+from trade_tools.day import TradingDay
 from trade_tools.episode import Episode, Task
 from trade_tools.trajectory import Trajectory, write_trajectories
 
@@ -25,12 +26,11 @@ STOP = {"type": "stop", "reasoning": "done"}
 
 
 def _played(store: MarketStore, task: dict[str, Any], actions: list[dict[str, Any]]) -> Episode:
-    """What `explain` does, done here by hand: one TakeAction per turn."""
-    episode = Episode.start(Task.model_validate(task), store)
+    """What `explain` does: one TakeAction per turn of the day."""
+    day = TradingDay.start(Task.model_validate(task), store)
     for action in actions:
-        episode.begin_turn()
-        episode.call("TakeAction", action)
-    return episode
+        day.turn("", [("TakeAction", json.dumps(action))])
+    return day.episode
 
 
 def _write(path: Path, *records: dict[str, Any]) -> Path:
@@ -169,9 +169,9 @@ def rollouts(real_store: MarketStore, tmp_path: Path) -> tuple[Path, list[Trajec
         task = {**TASK, "task_id": task_id, "date": day}
         for script in scripts:
             episode = _played(real_store, task, script)
-            truth = ground_truth(real_store, day, POOL).model_dump(mode="json")
-            reward = {"ground_truth": truth} if task_id == "a" else None
-            trajectories.append(Trajectory(task_id=task_id, source="test", episode=episode, messages=[], reward=reward))
+            truth = ground_truth(real_store, day, POOL) if task_id == "a" else None
+            trajectories.append(Trajectory(task_id=task_id, source="test", episode=episode, messages=[],
+                                           ground_truth=truth))  # fmt: skip
     return write_trajectories(tmp_path / "rollouts.jsonl", trajectories), trajectories
 
 
@@ -205,7 +205,7 @@ def test_variance_by_date_and_its_errors(real_dataset: Path, rollouts: tuple[Pat
     path, _ = rollouts
     run = run_trade("reward", "variance", str(path), "--data", str(real_dataset), "--by", "date", "--json")
     assert [g["key"] for g in json.loads(run.out)["per_group"]] == ["2021-09-10", "2023-03-01", DAY]
-    assert "has no reward.ground_truth (pass --data DIR" in _one_error("reward", "variance", str(path))
+    assert "has no ground_truth (pass --data DIR" in _one_error("reward", "variance", str(path))
     assert "no such trajectory file" in _one_error("reward", "variance", str(tmp_path / "none.jsonl"))
     bad = tmp_path / "bad.jsonl"
     bad.write_text(path.read_text().splitlines()[0] + "\n{}\n")
@@ -213,3 +213,35 @@ def test_variance_by_date_and_its_errors(real_dataset: Path, rollouts: tuple[Pat
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert "no trajectories" in _one_error("reward", "variance", str(empty))
+
+
+def test_variance_reads_version_1_records(real_dataset: Path, rollouts: tuple[Path, list[Trajectory]],
+                                          tmp_path: Path) -> None:  # fmt: skip
+    """Version 1 kept the ground truth as JSON text inside the untyped reward, as verl training wrote it."""
+    path, trajectories = rollouts
+    old = tmp_path / "v1.jsonl"
+    lines = []
+    for t in trajectories:
+        record = json.loads(t.model_dump_json(exclude={"step", "ground_truth"}))
+        flat = {"score": -3.0, "scheme": "bucketed", "r_new": 0.0, "r_orig": 0.0, "r_outcome": 0.0, "bucket": -99,
+                "penalty": 0.0, "failure": "no_valid_call", "step": 4}  # fmt: skip
+        if t.ground_truth is not None:
+            flat["ground_truth"] = t.ground_truth.model_dump_json()
+        lines.append(json.dumps({**record, "version": 1, "reward": flat}))
+    old.write_text("\n".join(lines) + "\n")
+    refused = run_trade("reward", "variance", str(old))  # tasks b and c store none: --data computes theirs
+    assert refused.code == 2 and "trajectory 5 " in refused.err and "has no ground_truth" in refused.err
+    data = ["--data", str(real_dataset), "--json"]
+    before = json.loads(run_trade("reward", "variance", str(path), *data).out)
+    after = run_trade("reward", "variance", str(old), *data)
+    assert after.code == 0, after.err
+    assert {**json.loads(after.out), "file": ""} == {**before, "file": ""}
+
+
+def test_explain_truncates_after_the_last_allowed_turn_as_training_does(real_store: MarketStore) -> None:
+    from trade_reward.commands.explain import play
+    from trade_tools.episode import EpisodeSettings
+
+    episode = Episode.start(Task.model_validate(TASK), real_store, settings=EpisodeSettings(max_turns=2))
+    play(episode, [BUY, BUY])
+    assert episode.status == "truncated" and episode.turns == 2

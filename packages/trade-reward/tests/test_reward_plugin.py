@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from trade_core.testing import run_trade
+from trade_core import hookimpl
+from trade_core.plugins import load_entry_points, new_manager
+from trade_core.testing import inline_plugin, run_trade
 from trade_data.store import MarketStore
 from trade_reward.forward import ground_truth
 from trade_reward.outcome import outcome
+from trade_reward.schemes import SCHEMES, Continuous
 from trade_tools.episode import Episode, Task
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "reward-plugin"
@@ -37,6 +40,7 @@ def _env(site: Path, **extra: str) -> dict[str, str]:
     return {"PYTHONPATH": str(site), **extra}
 
 
+@pytest.mark.slow  # pip-installs the example once per session
 def test_the_plugin_is_listed_with_its_distribution(site: Path) -> None:
     run = run_trade("plugins", "--json", env=_env(site))
     assert run.code == 0, run.err
@@ -54,6 +58,25 @@ def test_the_plugin_is_listed_with_its_distribution(site: Path) -> None:
     assert "tanh  (trade-reward-tanh 0.1.0, plugin tanh)" in run_trade("reward", "list", env=_env(site)).out
 
 
+def test_a_scheme_class_registered_instead_of_an_instance_fails_that_plugin_only() -> None:
+    class OldStyle(Continuous):
+        name = "old-style"
+
+    class Plugin:
+        @hookimpl
+        def trade_register_reward_schemes(self, register):  # type: ignore[no-untyped-def]
+            register(OldStyle)  # one registration style for every item: instances
+
+    manager = new_manager()
+    load_entry_points(manager)
+    with inline_plugin(manager, Plugin(), "old-style"):
+        assert sorted(SCHEMES.all(manager)) == ["bucketed", "continuous"]
+    assert [(f.origin.name, f.cause) for f in manager.failures] == [
+        ("old-style", "TypeError: registered the class OldStyle, not a RewardScheme")
+    ]
+
+
+@pytest.mark.slow  # pip-installs the example once per session
 def test_trade_still_runs_when_trade_reward_is_disabled(site: Path) -> None:
     run = run_trade("plugins", "--json", env=_env(site, TRADE_DISABLE_PLUGINS="reward"))
     assert run.code == 0, run.err
@@ -65,6 +88,7 @@ SELL_PINGAN = [{"type": "sell", "symbol": "SZ000001", "amount": 1000}, {"type": 
 
 
 @pytest.mark.parametrize("actions", [BUY_MAOTAI, SELL_PINGAN])
+@pytest.mark.slow  # pip-installs the example once per session
 def test_explain_scores_a_real_day_with_the_plugin_scheme(
     site: Path, real_store: MarketStore, real_dataset: Path, tmp_path: Path, actions: list[dict[str, object]]
 ) -> None:
@@ -85,7 +109,7 @@ def test_explain_scores_a_real_day_with_the_plugin_scheme(
 
 HAND_CASE = """
 import json, sys
-from trade_reward.verl import compute_score
+from trade_train.verl_grpo.schema import compute_score
 
 # 1,000,000 CNY cash; bought 100 shares at 1000 CNY and paid 50 CNY fees; r_orig = 0 (all cash).
 episode = {"task": {"task_id": "hand", "date": "2024-06-14", "pool": ["SH600519"], "cash": 1e6},
@@ -109,6 +133,7 @@ print(json.dumps(compute_score("trade-agent/csi300", "", json.dumps(truth), {"ep
         ("open", [1.02, 1.01, 0.99], {}, 0.00105, -2.0),  # never stopped: failure no_stop
     ],
 )
+@pytest.mark.slow  # pip-installs the example once per session
 def test_verl_compute_score_by_name_matches_a_hand_calculation(
     site: Path, status: str, growth: list[float], settings: dict[str, float], r_outcome: float, score: float
 ) -> None:
@@ -124,6 +149,7 @@ def test_verl_compute_score_by_name_matches_a_hand_calculation(
     assert result["failure"] == ("" if status == "stopped" else "no_stop")
 
 
+@pytest.mark.slow  # pip-installs the example once per session
 def test_the_scheme_refuses_settings_that_let_a_failure_outscore_a_trade(site: Path, tmp_path: Path,
                                                                           real_dataset: Path) -> None:  # fmt: skip
     task_file = tmp_path / "task.json"

@@ -1,4 +1,4 @@
-"""``trade data tasks`` on the real data: verl rows, embargoed splits, portfolios, determinism, errors.
+"""``trade data tasks`` on the real data: task records, embargoed splits, portfolios, determinism, errors.
 
 Most tests share one build of a short range (two splits around a gap) so the suite stays quick; the
 point-in-time test rebuilds a day from a dataset whose future was rewritten.
@@ -12,10 +12,9 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 
-import trade_reward.tasks as tasks_module
+import trade_reward.taskfolder as folder_module
 from trade_core.errors import TradeError
 from trade_core.testing import run_trade
 from trade_data.qlib_dir import DatasetMeta, read_calendar_file, read_instruments_file, write_dataset
@@ -23,14 +22,14 @@ from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
 from trade_data.synth import write_synthetic_market
 from trade_data.testing import perturb_future
-from trade_reward.forward import GroundTruth
-from trade_reward.tasks import build_tasks, task_stats
+from trade_reward.taskfolder import TaskRecord, read_records
+from trade_reward.tasks import build_tasks
+from trade_reward.taskstats import task_stats
 from trade_tools.episode import Episode, Task
+from trade_tools.tasks import day_task
 
 SHORT = "train=2023-01-01:2023-03-31,val=2023-04-10:2023-05-31"
 BOUNDS = {"train": (dt.date(2023, 1, 1), dt.date(2023, 3, 31)), "val": (dt.date(2023, 4, 10), dt.date(2023, 5, 31))}
-COLUMNS = ["data_source", "agent_name", "prompt", "ability", "reward_model", "extra_info"]
-FIXED = {"data_source": "trade-agent/csi300", "agent_name": "trading_agent", "ability": "trading"}
 SEED, PER_DAY = 7, 2
 
 
@@ -41,55 +40,52 @@ def built(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def rows(out: Path, split: str) -> list[dict]:
-    return pq.read_table(out / f"{split}.parquet").to_pylist()
-
-
 def tasks_of(out: Path, split: str) -> list[Task]:
-    return [Task.model_validate_json(row["extra_info"]["task"]) for row in rows(out, split)]
+    return [record.task for record in read_records(out, split)]
 
 
 def contents(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-def test_layout_rows_and_manifest(built: Path, real_dataset: Path) -> None:
-    assert sorted(p.name for p in built.iterdir()) == [
-        "manifest.json", "train.jsonl", "train.parquet", "val.jsonl", "val.parquet",
-    ]  # fmt: skip
+def test_layout_records_and_manifest(built: Path, real_dataset: Path) -> None:
+    assert sorted(p.name for p in built.iterdir()) == ["manifest.json", "train.jsonl", "val.jsonl"]
     manifest = json.loads((built / "manifest.json").read_text())
     assert manifest["dataset"] == str(real_dataset) and manifest["synthetic"] is False and manifest["seed"] == SEED
+    assert manifest["format_version"] == 2
     for split in BOUNDS:
-        assert list(pd.read_parquet(built / f"{split}.parquet").columns) == COLUMNS
-        table, lines = rows(built, split), (built / f"{split}.jsonl").read_text().splitlines()
+        records = read_records(built, split)
         [counted] = [s["tasks"] for s in manifest["splits"] if s["name"] == split]
-        assert len(table) == len(lines) == counted > 0
-        for i, (row, line) in enumerate(zip(table, lines, strict=True)):
-            assert {key: row[key] for key in FIXED} == FIXED
-            assert row["reward_model"]["style"] == "rule"
-            truth = GroundTruth.model_validate_json(row["reward_model"]["ground_truth"])
-            task = Task.model_validate_json(row["extra_info"]["task"])
-            assert row["extra_info"]["index"] == i and row["extra_info"]["split"] == split
-            assert row["extra_info"]["task_id"] == task.task_id and task.task_id.startswith(f"{split}-{task.date}-")
+        assert len(records) == counted > 0
+        for i, record in enumerate(records):
+            task, truth = record.task, record.ground_truth
+            assert record.index == i and record.split == split and task.task_id.startswith(f"{split}-{task.date}-")
             assert truth.date == task.date and set(truth.growth) == set(truth.close) == set(task.pool)
             assert set(task.holdings) <= set(task.pool) and all(len(g) == 3 for g in truth.growth.values())
-            record = json.loads(line)
-            assert Task.model_validate(record["task"]) == task
-            assert GroundTruth.model_validate(record["ground_truth"]) == truth
     ids = [t.task_id for split in BOUNDS for t in tasks_of(built, split)]
     assert len(ids) == len(set(ids))
 
 
 def test_prompts_are_the_episode_messages_with_no_future(built: Path, real_store: MarketStore) -> None:
     for split in BOUNDS:
-        for row in rows(built, split)[::9]:
-            task = Task.model_validate_json(row["extra_info"]["task"])
-            truth = GroundTruth.model_validate_json(row["reward_model"]["ground_truth"])
-            assert row["prompt"] == Episode.start(task, real_store).messages()
-            system, user = (m["content"] for m in row["prompt"])
+        for record in read_records(built, split)[::9]:
+            task, truth = record.task, record.ground_truth
+            assert record.prompt == Episode.start(task, real_store).messages()
+            system, user = (m["content"] for m in record.prompt)
             assert f"市场状态（截至{task.date}收盘" in system and f"交易日T0：{task.date}" in user
             assert all(symbol in user for symbol in task.pool)
             assert not any(str(day) in system + user for day in truth.horizon_dates)
+
+
+def test_play_and_tiny_practise_the_days_training_draws(real_dataset: Path, real_store: MarketStore,
+                                                        tmp_path: Path) -> None:  # fmt: skip
+    """One sampler: `day_task` (play, tiny) gives the task `trade data tasks` draws for the same day and seed."""
+    build_tasks(real_dataset, tmp_path / "out", split="train=2023-01-03:2023-01-31", pool_size="12", seed=5)
+    drawn = tasks_of(tmp_path / "out", "train")
+    assert len({len(t.holdings) for t in drawn}) > 2  # the drawn 0..5 holdings, not a fixed three
+    for task in drawn:
+        same = day_task(real_store, task.date, pool_size=12, seed=5).model_copy(update={"task_id": task.task_id})
+        assert same == task
 
 
 def test_embargo_keeps_every_forward_window_inside_its_split(built: Path, real_store: MarketStore) -> None:
@@ -149,12 +145,12 @@ def test_prompts_ignore_the_future_the_ground_truth_does_not(
     )  # fmt: skip
     build_tasks(perturbed, tmp_path / "out", split="train=2023-02-15:2023-02-28", seed=SEED, per_day=PER_DAY)
     day = f"{t0:%Y-%m-%d}"
-    original = [r for r in rows(built, "train") if r["extra_info"]["task_id"].startswith(f"train-{day}-")]
-    changed = [r for r in rows(tmp_path / "out", "train") if r["extra_info"]["task_id"].startswith(f"train-{day}-")]
+    original = [r for r in read_records(built, "train") if r.task.task_id.startswith(f"train-{day}-")]
+    changed = [r for r in read_records(tmp_path / "out", "train") if r.task.task_id.startswith(f"train-{day}-")]
     assert len(original) == len(changed) == PER_DAY
     for before, after in zip(original, changed, strict=True):
-        assert after["prompt"] == before["prompt"] and after["extra_info"]["task"] == before["extra_info"]["task"]
-        assert after["reward_model"]["ground_truth"] != before["reward_model"]["ground_truth"]
+        assert after.prompt == before.prompt and after.task == before.task
+        assert after.ground_truth != before.ground_truth
 
 
 BAD_INPUTS = [
@@ -193,14 +189,14 @@ def test_a_failed_write_leaves_out_alone(
     out = tmp_path / "out"
     shutil.copytree(built, out)
     before = contents(out)
-    write_split = tasks_module.write_split
+    write_split = folder_module.write_split
 
-    def fail_on_val(folder: Path, name: str, samples: list[tasks_module.Sample]) -> None:
+    def fail_on_val(folder: Path, name: str, records: list[TaskRecord]) -> None:
         if name == "val":
             raise OSError("disk full")
-        write_split(folder, name, samples)
+        write_split(folder, name, records)
 
-    monkeypatch.setattr(tasks_module, "write_split", fail_on_val)
+    monkeypatch.setattr(folder_module, "write_split", fail_on_val)
     with pytest.raises(OSError, match="disk full"):
         build_tasks(real_dataset, out, split=SHORT, seed=SEED + 1)
     assert contents(out) == before and [p.name for p in tmp_path.iterdir()] == ["out"]
@@ -238,6 +234,10 @@ def test_stats_of_a_bad_folder_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text("{}")
     with pytest.raises(TradeError, match="is not a tasks manifest"):
         task_stats(tmp_path)
+    (tmp_path / "manifest.json").write_text('{"format_version": 1}')  # verl parquet beside, no prompts
+    with pytest.raises(TradeError, match=r"format_version: Input should be 2") as refused:
+        task_stats(tmp_path)
+    assert refused.value.hint == "rebuild the folder with `trade data tasks`"
 
 
 def test_a_synthetic_dataset_is_flagged(tmp_path: Path) -> None:
@@ -247,4 +247,4 @@ def test_a_synthetic_dataset_is_flagged(tmp_path: Path) -> None:
     assert summary.manifest.synthetic and "SYNTHETIC" in summary.to_text()
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["synthetic"] is True
     assert "SYNTHETIC" in task_stats(tmp_path / "out").to_text()
-    assert all("【合成数据】" in row["prompt"][0]["content"] for row in rows(tmp_path / "out", "val"))
+    assert all("【合成数据】" in r.prompt[0]["content"] for r in read_records(tmp_path / "out", "val"))

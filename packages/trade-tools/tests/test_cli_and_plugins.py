@@ -8,7 +8,6 @@ from pathlib import Path
 from trade_core import hookimpl
 from trade_core.plugins import get_manager
 from trade_core.testing import inline_plugin, run_trade
-from trade_tools import prompts
 from trade_tools.episode import EpisodeSettings
 from trade_tools.prompts import PromptSet
 
@@ -64,10 +63,8 @@ def test_a_prompt_set_from_a_plugin_is_selected_by_name(open_day) -> None:  # ty
             register(terse)
 
     with inline_plugin(get_manager(), Plugin(), "terse-prompts"):
-        prompts._prompt_sets.cache_clear()
         day = open_day("2024-06-14", ["SH600519"], settings=EpisodeSettings(prompt_set="terse"))
         assert day.messages() == [{"role": "system", "content": "交易2024-06-14"}, {"role": "user", "content": "开始"}]
-    prompts._prompt_sets.cache_clear()
 
 
 def test_tool_descriptions_in_the_system_prompt_are_switchable(open_day) -> None:  # type: ignore[no-untyped-def]

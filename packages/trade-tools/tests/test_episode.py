@@ -9,16 +9,17 @@ import pytest
 
 from trade_core.errors import TradeError
 from trade_data.store import MarketStore
+from trade_tools.day import TradingDay
 from trade_tools.episode import Episode, EpisodeSettings, Task
-from trade_tools.trajectory import Message, Trajectory, read_trajectories, write_trajectories
+from trade_tools.trajectory import read_trajectories, write_trajectories
 
 POOL = ["SH600519", "SZ000001", "SH600036", "SZ300750"]
 
 
 def test_json_round_trip_keeps_state_and_answers_alike(open_day, real_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2024-06-14", POOL, holdings={"SZ000001": 1000})
-    day.begin_turn()
-    day.call("TakeAction", {"type": "buy", "symbol": "SH600519", "amount": 100})
+    TradingDay(day).turn("", [("TakeAction", '{"type": "buy", "symbol": "SH600519", "amount": 100}')])
+    assert day.turns == 1
     copy = Episode.model_validate_json(day.model_dump_json()).bind(real_store)
     assert copy.model_dump() == day.model_dump()
     for name, args in [
@@ -60,14 +61,6 @@ def test_malformed_calls_answer_an_error_and_change_nothing(open_day, name: str,
     assert day.internal_errors == 0 and day.status == "open"
 
 
-def test_turn_budget_truncates(open_day) -> None:  # type: ignore[no-untyped-def]
-    day = open_day("2024-06-14", POOL, settings=EpisodeSettings(max_turns=2))
-    assert day.begin_turn() and day.begin_turn()
-    assert not day.begin_turn()
-    assert (day.status, day.turns) == ("truncated", 3)
-    assert day.call("get_price_data", '{"symbol": "SH600519"}').startswith("错误：本交易日已结束（已截断）")
-
-
 def test_character_budget_cuts_long_texts(open_day) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2024-06-14", POOL, settings=EpisodeSettings(char_budgets={"get_price_data": 200}))
     text = day.call("get_price_data", '{"symbol": "SH600519", "indicators": ["MA5", "MA10", "MA20", "MA60"]}')
@@ -105,7 +98,7 @@ def test_bad_tasks_are_refused_clearly(real_store: MarketStore) -> None:
 def test_trajectory_jsonl_round_trip_and_bad_lines(open_day, tmp_path) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2024-06-14", POOL)
     day.call("TakeAction", '{"type": "stop", "reasoning": "观望"}')
-    trajectory = Trajectory(task_id="t", source="test", episode=day, messages=[Message(**m) for m in day.messages()])
+    trajectory = TradingDay(day).to_trajectory("test")
     path = write_trajectories(tmp_path / "t.jsonl", [trajectory, trajectory])
     assert [t.model_dump() for t in read_trajectories(path)] == [trajectory.model_dump()] * 2
     path.write_text(path.read_text() + '{"version": 1, "task_id": 3}\n')

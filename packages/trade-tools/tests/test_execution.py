@@ -8,7 +8,7 @@ import json
 import pytest
 
 from trade_data.store import MarketStore
-from trade_data.symbols import Board
+from trade_data.symbols import PRICE_LIMITS, Board
 from trade_tools.rules import ExecutionRules
 
 
@@ -99,6 +99,26 @@ def test_limits_follow_the_board_and_date(open_day, find_day, real_store: Market
     assert "收盘涨停" in act(open_day(date, [symbol]), type="buy", symbol=symbol, amount=100)
     symbol, date = find_day(real_store, Board.STAR, real_store.limit_up, after="2019-08-01")
     assert "收盘涨停" in act(open_day(date, [symbol]), type="buy", symbol=symbol, amount=200)
+
+
+def test_price_limits_are_rules_data_for_fills_and_prompt(open_day, find_day, real_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
+    """The store's flags, the fills and the prompt read one table; rules with another table change fills and prompt."""
+    assert ExecutionRules().price_limits == PRICE_LIMITS  # the table the store's flags use
+    narrow = tuple(limit._replace(fraction=0.05) if limit.board is Board.MAIN else limit for limit in PRICE_LIMITS)
+    rules = ExecutionRules().model_copy(update={"price_limits": narrow})
+    symbol, date = find_day(real_store, Board.MAIN, real_store.traded, change=(0.06, 0.09))
+    assert act(open_day(date, [symbol]), type="buy", symbol=symbol, amount=100).startswith("成交")
+    refused = act(open_day(date, [symbol], rules=rules), type="buy", symbol=symbol, amount=100)
+    assert f"{symbol}收盘涨停，无法买入" in refused
+    symbol, date = find_day(real_store, Board.MAIN, real_store.traded, change=(-0.09, -0.06))
+    held = {symbol: 1000}
+    assert act(open_day(date, [symbol], holdings=held), type="sell", symbol=symbol, amount=100).startswith("成交")
+    refused = act(open_day(date, [symbol], holdings=held, rules=rules), type="sell", symbol=symbol, amount=100)
+    assert f"{symbol}收盘跌停，无法卖出" in refused
+    day = dt.date(2024, 6, 14)
+    assert "主板±10%，创业板(SZ300/301)±20%，科创板(SH688)±20%" in ExecutionRules().describe(day)
+    assert "主板±5%，创业板(SZ300/301)±20%" in rules.describe(day)
+    assert "创业板(SZ300/301)±10%" in ExecutionRules().describe(dt.date(2020, 8, 21))  # the regime on T0
 
 
 def test_lots_star_board_and_odd_lot_sells(open_day) -> None:  # type: ignore[no-untyped-def]

@@ -1,24 +1,31 @@
-"""Every tool's text at T0 is identical when every bar after T0 is changed (real data, random days).
-
-The perturbed dataset goes through the real import and load path, and its indicator table is
-computed afresh from it, so precomputation is covered too.
+"""Point in time for tools: nothing a tool is given reaches past T0, and every tool's text at T0 is
+identical when every bar after T0 is changed (real data, random days, through the real import and load path).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import json
+import re
+import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from trade_core import hookimpl
+from trade_core.plugins import get_manager
+from trade_core.testing import inline_plugin
 from trade_data.qlib_dir import DatasetMeta, read_calendar_file, read_instruments_file, write_dataset
 from trade_data.store import MarketStore
 from trade_data.testing import perturb_future
-from trade_tools.episode import Episode
+from trade_tools.episode import DEFAULT_TOOLS, Episode, EpisodeSettings
 from trade_tools.indicators import INDICATORS
 from trade_tools.tasks import day_task
+from trade_tools.tool import Arguments, Tool
 
 ALPHA = ["KMID", "ROC20", "RSQR60", "CORD30", "Mean($close,5)/Ref($close,10)", "Std($volume,20)/Mean($volume,20)"]
 
@@ -42,7 +49,7 @@ def random_calls(pool: list[str], rng: np.random.Generator, n: int = 40) -> list
             calls.append(
                 (
                     "compute_alpha_factor",
-                    json.dumps({"expression": str(rng.choice(ALPHA)), "symbols": symbols, "period": "120d"}),
+                    json.dumps({"expression": str(rng.choice(ALPHA)), "symbols": symbols}),
                 )
             )
         else:
@@ -79,3 +86,110 @@ def test_tool_texts_ignore_the_future(
     assert Episode.start(task.model_copy(update={"date": later}), real_store).call("get_price_data", next_day) != (
         Episode.start(task.model_copy(update={"date": later}), perturbed).call("get_price_data", next_day)
     )
+
+
+def _references(obj: object) -> Iterator[object]:
+    """What ``obj`` refers to by attribute, item, closure or bound ``self``: every way a tool can follow."""
+    if isinstance(obj, dict):
+        yield from obj.keys()
+        yield from obj.values()
+    elif isinstance(obj, list | tuple | set | frozenset):
+        yield from obj
+    if isinstance(obj, types.MethodType):
+        yield obj.__self__
+        obj = obj.__func__
+    if isinstance(obj, types.FunctionType):
+        yield from (cell.cell_contents for cell in obj.__closure__ or ())
+        yield from (*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values())
+    if isinstance(obj, functools.partial):
+        yield from (obj.func, *obj.args, *obj.keywords.values())
+    for name in ("__dict__", "__pydantic_private__", "__pydantic_extra__", "__pydantic_fields_set__"):
+        found = getattr(obj, name, None)
+        if isinstance(found, dict | set):
+            yield found
+    for name in getattr(type(obj), "__slots__", ()):
+        if hasattr(obj, name):
+            yield getattr(obj, name)
+
+
+def reachable(*roots: object) -> list[object]:
+    """Every object reachable from ``roots``, except modules and classes (from which anything is: a tool
+    could import the store's module too; what is checked is what a tool is handed) and numpy's ``base``
+    (the owner of a slice's memory: the view keeps slices of the store's arrays, not copies)."""
+    seen, todo, found = set(), list(roots), []
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, type | types.ModuleType):
+            continue
+        seen.add(id(obj))
+        found.append(obj)
+        todo.extend(_references(obj))
+    return found
+
+
+def test_a_plugin_tool_finds_no_way_past_t0(real_store: MarketStore) -> None:
+    """A tool registered by a plugin gets the Episode, its arguments and itself; from all of them it reaches
+    no MarketStore, no date after T0, no symbol listed after T0 and no array memory holding a later day."""
+    reached: list[object] = []
+
+    class SnoopArgs(Arguments):
+        pass
+
+    class Snoop(Tool):
+        name = "snoop"
+        description = "读取能拿到的一切"
+        arguments = SnoopArgs
+
+        def run(self, episode: Episode, args: SnoopArgs) -> str:
+            episode.view.window("SH600519", 30)  # what a tool reads first, so caches it fills are seen too
+            reached.extend(reachable(episode, args, self, self.run))
+            return "好"
+
+    class Plugin:
+        @hookimpl
+        def trade_register_tools(self, register):  # type: ignore[no-untyped-def]
+            register(Snoop())
+
+    t0 = real_store.calendar[len(real_store.calendar) // 2].date()
+    index = real_store.day_index(t0)
+    later_listings = {s for j, s in enumerate(real_store.symbols) if real_store.first_day[j] > index}
+    assert later_listings  # the check below can fail
+    task = day_task(real_store, t0.isoformat(), pool_size=6, seed=1)
+    with inline_plugin(get_manager(), Plugin(), "snoop-tool"):
+        episode = Episode.start(task, real_store, settings=EpisodeSettings(tools=(*DEFAULT_TOOLS, "snoop")))
+        episode.call("get_price_data", {"symbol": task.pool[0]})
+        episode.messages()  # the market summary lands in the view's memo
+        assert episode.call("snoop", {}) == "好"
+    future = [values[index + 1 :] for values in _store_arrays(real_store)]
+    arrays = [obj for obj in reached if isinstance(obj, np.ndarray)]
+    assert len(arrays) > 20 and any(obj is episode.view for obj in reached)  # it did look
+    # The rules' schedules (a stamp duty from 2023-08-28, ...) are regulation with its dates, not market data.
+    schedule = {id(obj) for obj in reachable(episode.rules)}
+    for obj in reached:
+        assert not isinstance(obj, MarketStore), "a MarketStore is reachable"
+        assert not (isinstance(obj, str) and obj in later_listings), obj
+        assert id(obj) in schedule or _day(obj) is None or _day(obj) <= t0, obj
+    for array in arrays:
+        if array.dtype.kind == "M":
+            assert array.size == 0 or array.max() <= np.datetime64(t0)
+        assert not any(np.may_share_memory(array, rows) for rows in future), array.shape
+
+
+def _store_arrays(store: MarketStore) -> list[np.ndarray]:
+    """Every [day, ...] array of the store, its universes' membership included."""
+    found = [*store.adjusted.values(), *store.raw.values(), *(store.membership(u) for u in store.universe_names)]
+    found += [value for value in vars(store).values() if isinstance(value, np.ndarray) and value.ndim == 2]
+    return [*found, store.dates]
+
+
+def _day(obj: object) -> dt.date | None:
+    """The day ``obj`` names, if it is a date, a timestamp or an ISO date text."""
+    if isinstance(obj, dt.datetime | pd.Timestamp):
+        return obj.date()
+    if isinstance(obj, dt.date):
+        return obj
+    if isinstance(obj, np.datetime64):
+        return pd.Timestamp(obj).date()
+    if isinstance(obj, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}.*", obj):
+        return dt.date.fromisoformat(obj[:10])
+    return None

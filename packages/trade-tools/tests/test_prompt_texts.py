@@ -10,14 +10,14 @@ from trade_data.store import MarketStore
 from trade_tools.alpha import alpha158
 from trade_tools.episode import Episode, EpisodeSettings, Task
 from trade_tools.indicators import INDICATORS
-from trade_tools.tool import available_tools
+from trade_tools.tool import TOOLS
 
 POOL = ["SH600519", "SZ000001", "SZ300750"]
 ENGLISH = re.compile(r"[A-Za-z]{2,}")
 
 
 def _description(name: str) -> str:
-    return available_tools()[name].schema()["function"]["description"]
+    return TOOLS.all()[name].schema()["function"]["description"]
 
 
 @pytest.mark.parametrize("max_turns", [3, 16])

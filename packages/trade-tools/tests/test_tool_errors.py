@@ -13,17 +13,15 @@ from trade_data.store import MarketStore
 from trade_tools.alpha import alpha158, resolve
 from trade_tools.expression import FIELDS, MAX_WORK, OPERATORS, ExpressionError, parse_expression, work
 from trade_tools.indicators import INDICATORS
-from trade_tools.tool import Tool, available_tools
+from trade_tools.tool import TOOLS, Tool
 
 DATE = "2024-06-14"
 POOL = ["SH600519", "SZ000001", "SH600036", "SZ300750"]
 BIG = "A" * 1_000_000
 WORD = re.compile(r"[A-Za-z]{2,}")
 # Names the model itself writes may stay Latin: tools, arguments, fields, operators, indicators, factors.
-NAMES = set(
-    WORD.findall(" ".join([*available_tools(), *OPERATORS, *FIELDS, *INDICATORS, *alpha158(), "Alpha", "JSON"]))
-)
-NAMES |= {key for tool in available_tools().values() for key in tool.arguments.model_fields}
+NAMES = set(WORD.findall(" ".join([*TOOLS.all(), *OPERATORS, *FIELDS, *INDICATORS, *alpha158(), "Alpha", "JSON"])))
+NAMES |= {key for tool in TOOLS.all().values() for key in tool.arguments.model_fields}
 NAMES |= {"buy", "sell", "stop", "true", "false", "pip", "install", "pyqlib"}
 
 
@@ -34,7 +32,7 @@ def english(text: str) -> list[str]:
 
 
 def budget(name: str) -> int:
-    tool = available_tools().get(name)
+    tool = TOOLS.all().get(name)
     return tool.budget if tool else Tool.budget
 
 

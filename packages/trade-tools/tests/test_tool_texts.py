@@ -51,18 +51,33 @@ def test_price_data_latest_bar_and_indicators(open_day, real_table: pd.DataFrame
     assert f"最高{high20.max():.2f}" in text
 
 
+def _move(change: float) -> str:
+    """A daily move as the tool marks it, written out here: arrow and size."""
+    return ("↑" if change > 0 else "↓") + f"{abs(change):.2%}"
+
+
 def test_price_data_across_an_ex_dividend_date_has_no_fake_drop(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
-    rows = real_table[real_table["symbol"] == "SZ000001"].reset_index(drop=True)
-    step = int(np.flatnonzero(rows["factor"].diff().to_numpy() > 0)[-1])
-    ex_day = rows.loc[step, "date"]
-    after = rows.loc[step + 2, "date"].date()
-    text = open_day(after, ["SZ000001"]).call("get_price_data", {"symbol": "SZ000001", "period": "5d"})
-    raw_drop = rows.loc[step, "close"] / rows.loc[step - 1, "close"] - 1
-    adjusted = rows["close"] * rows["factor"]
-    true_move = adjusted[step] / adjusted[step - 1] - 1
-    shown = f"{ex_day:%m-%d} 收"
-    line = next(part for part in text.split(" | ") if shown in part)
-    assert f"{abs(true_move):.2%}" in line and (f"{abs(raw_drop):.2%}" not in line or raw_drop == true_move)
+    rows = _traded(real_table, "SZ000001", "2025-12-31")
+    raw = rows["close"] / rows["close"].shift() - 1
+    true = (rows["close"] * rows["factor"]).pct_change()
+    steps = np.flatnonzero(rows["factor"].diff().to_numpy() > 0)
+    step = int(steps[np.argmax(np.abs(raw - true).to_numpy()[steps])])  # the ex-day that tells them apart most
+    raw_move, true_move = raw[step], true[step]
+    assert _move(raw_move) != _move(true_move)  # a tool showing raw moves cannot pass
+    text = open_day(rows.loc[step + 2, "date"].date(), ["SZ000001"]).call(
+        "get_price_data", {"symbol": "SZ000001", "period": "5d"}
+    )
+    line = next(part for part in text.split(" | ") if f"{rows.loc[step, 'date']:%m-%d} 收" in part)
+    assert _move(true_move) in line and _move(raw_move) not in line
+
+
+def test_alpha_factor_has_no_period_argument(open_day) -> None:  # type: ignore[no-untyped-def]
+    """A factor's value at T0 is fixed by its own windows: a period would change nothing, so the schema has none."""
+    day = open_day("2024-06-14", POOL)
+    schema = next(s["function"] for s in day.tool_schemas() if s["function"]["name"] == "compute_alpha_factor")
+    assert set(schema["parameters"]["properties"]) == {"expression", "symbols"}
+    text = day.call("compute_alpha_factor", {"expression": "ROC20", "symbols": POOL, "period": "60d"})
+    assert "不支持的参数 'period'" in text
 
 
 def test_suspended_stock_says_so(open_day) -> None:  # type: ignore[no-untyped-def]

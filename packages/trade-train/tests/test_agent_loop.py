@@ -2,7 +2,8 @@
 
 Task rows from ``trade data tasks`` go through verl's RLHFDataset into ``AgentLoopWorker.generate_sequences``,
 which builds ``trading_agent`` from the generated ``agent_loops.yaml`` and the TradeTools from ``tools.yaml``,
-and scores each trajectory with the reward loop's NaiveRewardManager calling ``trade_reward.verl.compute_score``.
+and scores each trajectory with the reward loop's NaiveRewardManager calling
+``trade_train.verl_grpo.schema.compute_score``.
 Only the two process boundaries are stood in for: the LLM server and the Ray handle of the reward worker.
 """
 
@@ -28,25 +29,28 @@ import torch
 import verl
 import yaml
 from hydra import compose, initialize_config_dir
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 from verl import DataProto
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, DictConfigWrap, ToolListWrap
 from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
-from verl.tools.tool_registry import load_all_tools
+from verl.tools.tool_registry import get_tool_class, load_all_tools
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from trade_core.errors import TradeError
 from trade_core.testing import run_trade
 from trade_data.store import MarketStore
-from trade_reward import verl as reward_module
+from trade_reward.taskfolder import read_records
 from trade_reward.tasks import build_tasks
-from trade_tools.episode import DEFAULT_TOOLS, Episode
+from trade_tools.episode import DEFAULT_TOOLS, TOOL_TEXT_LIMIT, Episode
 from trade_tools.trajectory import Message, read_trajectories
-from trade_train.tiny import build_tiny_model
+from trade_train.tiny.model import build_tiny_model
+from trade_train.verl_grpo import schema as reward_module
 from trade_train.verl_grpo.agent_loop import TradingAgentLoop
 from trade_train.verl_grpo.files import agent_loops_yaml, tools_yaml
+from trade_train.verl_grpo.schema import AGENT_NAME, parquet
 from trade_train.verl_grpo.tool import TradeTool
 
 TURNS = 4
@@ -130,8 +134,10 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def tasks(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of verl's rows: ``train.parquet`` from a tasks folder, as the trainer writes it."""
     out = tmp_path_factory.mktemp("tasks") / "tasks"
     build_tasks(real_dataset, out, split="train=2024-06-03:2024-06-28", pool_size="10-12", per_day=1, seed=0)
+    (out / "train.parquet").write_bytes(parquet(read_records(out, "train")))
     return out
 
 
@@ -160,7 +166,7 @@ def config(real_dataset: Path, tasks: Path, model_dir: Path, tmp_path_factory: p
         "actor_rollout_ref.rollout.multi_turn.enable=True",
         "actor_rollout_ref.rollout.multi_turn.format=hermes",
         f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={TURNS}",
-        "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=4096",
+        f"actor_rollout_ref.rollout.multi_turn.max_tool_response_length={TOOL_TEXT_LIMIT}",
         f"actor_rollout_ref.rollout.multi_turn.tool_config_path={run / 'tools.yaml'}",
         f"actor_rollout_ref.rollout.agent.agent_loop_config_path={run / 'agent_loops.yaml'}",
         "actor_rollout_ref.rollout.agent.default_agent_loop=trading_agent",
@@ -377,7 +383,7 @@ def test_a_real_model_rollout_keeps_the_invariants(config: DictConfig, model_dir
 def test_tools_yaml_has_one_trade_tool_per_default_tool(real_dataset: Path) -> None:
     entries = yaml.safe_load(tools_yaml(real_dataset))["tools"]
     assert [e["tool_schema"]["function"]["name"] for e in entries] == list(DEFAULT_TOOLS)
-    assert {e["class_name"] for e in entries} == {"trade_train.verl_grpo.tool.TradeTool"}
+    assert all(get_tool_class(e["class_name"]) is TradeTool for e in entries)  # as verl imports it in each worker
     assert all(e["config"] == {"type": "native", "data": str(real_dataset.resolve())} for e in entries)
     only = yaml.safe_load(tools_yaml(real_dataset, ["TakeAction"]))["tools"]
     assert [e["tool_schema"]["function"]["name"] for e in only] == ["TakeAction"]
@@ -386,9 +392,8 @@ def test_tools_yaml_has_one_trade_tool_per_default_tool(real_dataset: Path) -> N
 
 
 def test_agent_loops_yaml_registers_the_loop_by_import_path() -> None:
-    assert yaml.safe_load(agent_loops_yaml()) == [
-        {"name": "trading_agent", "_target_": "trade_train.verl_grpo.agent_loop.TradingAgentLoop"}
-    ]
+    [entry] = yaml.safe_load(agent_loops_yaml())
+    assert entry["name"] == AGENT_NAME and get_class(entry["_target_"]) is TradingAgentLoop  # hydra instantiates it
 
 
 def test_the_loop_refuses_a_tool_text_limit_that_would_cut_our_texts(config: DictConfig, model_dir: Path) -> None:
@@ -497,7 +502,7 @@ def test_a_step_through_transfer_queue_gives_the_metrics_and_records(
     path = tmp_path / "rollouts" / "trajectories" / "1.jsonl"
     records = list(read_trajectories(path))
     assert sorted(r.episode.task.date.isoformat() for r in records) == sorted([*days.values()] * 2)
-    assert all(r.source == "verl" and r.model == str(model_dir) and r.reward["step"] == 1 for r in records)
+    assert all(r.source == "verl" and r.model == str(model_dir) and r.step == 1 for r in records)
     assert {r.messages[-1].content for r in records if r.episode.status == "failed"} == {"今天不调仓。"}
     # The records carry their ground truth: `trade reward variance` rescores them under any scheme.
     bucketed = run_trade("reward", "variance", str(path), "--json")

@@ -28,7 +28,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from trade_core.testing import run_trade
-from trade_train.tiny import build_tiny_model
+from trade_train.tiny.model import build_tiny_model
 
 WORLD_SIZE = 2
 STEP = 3

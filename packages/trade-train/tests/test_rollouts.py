@@ -10,36 +10,29 @@ import pytest
 
 from trade_data.store import MarketStore
 from trade_reward.forward import ground_truth
-from trade_reward.verl import compute_score
-from trade_tools.episode import Episode
+from trade_tools.day import TradingDay
 from trade_tools.tasks import day_task
 from trade_tools.trajectory import read_trajectories, write_trajectories
-from trade_train.verl_grpo.rollouts import Rollout, reply_message, split_reasoning, step_metrics
+from trade_train.verl_grpo.rollouts import Rollout, step_metrics
+from trade_train.verl_grpo.schema import CONVERSATION, EPISODE, REWARD_INFO, compute_score
 
 DAY = "2024-06-04"
 
 
-def scored(
-    store: MarketStore, group: str, calls: list[tuple[str, dict]], end: tuple[str, str] | None = None
-) -> Rollout:
-    """An Episode played by ``calls`` (then ended as the agent loop would), scored as verl scores it."""
+def scored(store: MarketStore, group: str, calls: list[tuple[str, dict]], *, no_call: bool = False) -> Rollout:
+    """A day played by ``calls`` (then ended by a reply without a call, if ``no_call``), scored as verl would."""
     task = day_task(store, DAY, pool_size=8, seed=3)
-    episode = Episode.start(task, store)
-    conversation = episode.messages()
+    day = TradingDay.start(task, store)
     for turn, (name, arguments) in enumerate(calls, start=1):
-        episode.begin_turn()
-        text = episode.call(name, arguments)
-        conversation += [
-            reply_message(f"<think>\n第{turn}步\n</think>\n\n", [(name, json.dumps(arguments))], turn).model_dump(),
-            {"role": "tool", "content": text, "tool_call_id": f"call_{turn}_0", "name": name},
-        ]
-    if end:
-        episode.end(*end)
-    truth = ground_truth(store, DAY, [*task.pool, *task.holdings])
-    reward = compute_score("trade", "", truth.model_dump_json(), {"episode": episode.model_dump_json()})
-    score = reward.pop("score")
-    fields = {"episode": episode.model_dump_json(), "conversation": json.dumps(conversation)}
-    return Rollout.from_fields(group, score, {**fields, "reward_extra_info": reward})
+        day.turn(f"<think>\n第{turn}步\n</think>\n\n", [(name, json.dumps(arguments))])
+    if no_call:
+        day.no_call()
+    episode = day.episode
+    conversation = [message.model_dump() for message in day.messages]
+    truth = ground_truth(store, DAY, [*task.pool, *task.holdings]).model_dump_json()
+    reward = compute_score("trade", "", truth, {EPISODE: episode.model_dump_json()})
+    fields = {EPISODE: episode.model_dump_json(), CONVERSATION: json.dumps(conversation), REWARD_INFO: reward}
+    return Rollout.from_fields(group, reward["score"], fields, truth)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +47,7 @@ def step(real_store: MarketStore) -> list[Rollout]:
         scored(real_store, "a", [stop]),
         scored(real_store, "a", [stop]),
         scored(real_store, "b", [("get_price_data", {"symbol": stock}), buy, stop]),
-        scored(real_store, "b", [("get_news", {"symbol": stock})], end=("failed", "回复中没有工具调用")),
+        scored(real_store, "b", [("get_news", {"symbol": stock})], no_call=True),
     ]
 
 
@@ -71,9 +64,11 @@ def test_step_metrics_count_what_happened(step: list[Rollout]) -> None:
     scores = [rollout.score for rollout in step]
     assert scores[3] == -3.0 and scores[0] == scores[1] == 0.0
     assert metrics["trade/reward/score/mean"] == pytest.approx(sum(scores) / 4)
-    assert metrics["trade/reward/r_new/mean"] == pytest.approx(sum(r.reward["r_new"] for r in step) / 4)
-    # A failed trajectory's bucket is a sentinel (-99), not a bucket: it stays out of the mean.
-    assert metrics["trade/reward/bucket/mean"] == pytest.approx(sum(r.reward["bucket"] for r in step[:3]) / 3)
+    assert metrics["trade/reward/r_new/mean"] == pytest.approx(sum(r.reward.r_new for r in step) / 4)
+    # A failed trajectory has no bucket: it stays out of the mean.
+    assert step[3].reward.bucket is None and step[3].reward.failure == "no_valid_call"
+    assert metrics["trade/reward/bucket/mean"] == pytest.approx(sum(r.reward.bucket or 0 for r in step[:3]) / 3)
+    assert not any(key.startswith("trade/reward/penalty") for key in metrics)  # never set, so not logged
     assert step_metrics([]) == {}
 
 
@@ -92,17 +87,25 @@ def test_unscorable_trajectories_count_as_their_own_failures(step: list[Rollout]
     other_day = ground_truth(real_store, "2024-06-05", symbols).model_dump_json()
     rollouts = []
     for truth in (json.dumps(spoilt), other_day):
-        reward = compute_score("trade", "", truth, {"episode": episode.model_dump_json()})
+        reward = compute_score("trade", "", truth, {EPISODE: episode.model_dump_json()})
         rollouts.append(
-            Rollout.from_fields(
-                "c", reward.pop("score"), {"episode": episode.model_dump_json(), "reward_extra_info": reward}
-            )
+            Rollout.from_fields("c", reward["score"], {EPISODE: episode.model_dump_json(), REWARD_INFO: reward})
         )
-    assert [(r.score, r.reward["failure"]) for r in rollouts] == [(-3.0, "invalid_outcome"), (-3.0, "malformed")]
+    assert [(r.score, r.reward.failure) for r in rollouts] == [(-3.0, "invalid_outcome"), (-3.0, "malformed")]
     metrics = step_metrics([*step, *rollouts])
     assert metrics["trade/failure/invalid_outcome"] == metrics["trade/failure/malformed"] == pytest.approx(1 / 6)
     assert metrics["trade/failure/no_valid_call"] == pytest.approx(1 / 6)
     assert all(math.isfinite(value) for value in metrics.values())
+
+
+def test_continuous_scores_log_no_bucket_mean(real_store: MarketStore) -> None:
+    """A scheme without buckets logs none: verl's placeholder bucket (-99) used to be averaged in."""
+    rollout = scored(real_store, "a", [("TakeAction", {"type": "stop", "reasoning": "不调仓"})])
+    reward = compute_score("trade", "", rollout.ground_truth.model_dump_json(),
+                           {EPISODE: rollout.episode.model_dump_json()}, scheme="continuous")  # fmt: skip
+    continuous = Rollout.from_fields("a", reward["score"], {EPISODE: rollout.episode.model_dump_json(),
+                                                           REWARD_INFO: reward})  # fmt: skip
+    assert continuous.reward.bucket is None and "trade/reward/bucket/mean" not in step_metrics([continuous])
 
 
 def test_trajectory_records_keep_prompt_replies_and_reward(step: list[Rollout], tmp_path: Path) -> None:
@@ -114,15 +117,7 @@ def test_trajectory_records_keep_prompt_replies_and_reward(step: list[Rollout], 
     assert reply.reasoning_content == "第2步" and reply.content == ""
     assert reply.tool_calls and reply.tool_calls[0].function.name == "TakeAction"
     assert "成交：买入" in bought.messages[5].content and bought.messages[5].tool_call_id == reply.tool_calls[0].id
-    assert bought.reward == {"score": step[2].score, **step[2].reward, "step": 7}
-    path = write_trajectories(tmp_path / "7.jsonl", [r.trajectory(step=7) for r in step])
-    assert [t.episode for t in read_trajectories(path)] == [r.episode for r in step]
-
-
-def test_replies_split_reasoning_from_the_answer() -> None:
-    assert split_reasoning("<think>\n先看大盘。\n</think>\n\n买入") == ("先看大盘。", "买入")
-    assert split_reasoning("没有思考") == (None, "没有思考")
-    message = reply_message("<think>x</think>好", [("TakeAction", '{"type": "stop"}')], turn=3)
-    assert message.tool_calls and message.tool_calls[0].id == "call_3_0"
-    assert message.tool_calls[0].function.arguments == '{"type": "stop"}'
-    assert reply_message("只说话", [], turn=1).tool_calls is None
+    assert bought.reward == step[2].reward and bought.step == 7 and bought.reward.score == step[2].score
+    assert bought.ground_truth == step[2].ground_truth and bought.ground_truth.date.isoformat() == DAY
+    records = [r.trajectory(step=7) for r in step]
+    assert list(read_trajectories(write_trajectories(tmp_path / "7.jsonl", records))) == records

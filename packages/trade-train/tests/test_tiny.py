@@ -20,8 +20,11 @@ from safetensors import safe_open
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 import trade_train
-from trade_train import tiny
 from trade_train.commands.model import model_group
+from trade_train.tiny.model import build_tiny_model
+from trade_train.tiny.scripted import tool_call_demonstrations
+from trade_train.tiny.sft import parse_tool_call, tune_tool_calls
+from trade_train.tiny.tokenizer import QWEN3_ADDED_TOKENS
 
 TOOLS = [
     {
@@ -61,7 +64,7 @@ CHINESE = "沪深300今日上涨1.25%，贵州茅台（SH600519）收于1,500.00
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny.build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +83,7 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_token_ids_and_added_tokens_are_qwen3s(tokenizer: PreTrainedTokenizerBase) -> None:
     assert tokenizer.encode("Hello world") == [9707, 1879]
     assert len(tokenizer) == 151669
-    ids = {token: tokenizer.convert_tokens_to_ids(token) for token, _ in tiny.QWEN3_ADDED_TOKENS}
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token, _ in QWEN3_ADDED_TOKENS}
     assert ids["<|endoftext|>"] == 151643 and ids["<|im_start|>"] == 151644 and ids["<|im_end|>"] == 151645
     assert ids["<tool_call>"] == 151657 and ids["</tool_call>"] == 151658
     assert ids["<tool_response>"] == 151665 and ids["</tool_response>"] == 151666
@@ -98,7 +101,8 @@ def test_chinese_round_trip_matches_the_reference_encoder(tokenizer: PreTrainedT
     ids = tokenizer.encode(CHINESE)
     assert ids == reference.encode(CHINESE, allowed_special=set())
     assert tokenizer.decode(ids) == unicodedata.normalize("NFC", CHINESE)
-    source = Path(trade_train.__file__).with_name("tiny.py").read_text(encoding="utf-8").replace("<", "(")
+    package = Path(trade_train.__file__).with_name("tiny")
+    source = "".join(p.read_text(encoding="utf-8") for p in sorted(package.glob("*.py"))).replace("<", "(")
     assert tokenizer.encode(source) == reference.encode(source, allowed_special=set())
 
 
@@ -151,8 +155,8 @@ def test_model_runs_forward_and_greedy_generate(model_dir: Path, tokenizer: PreT
 
 
 def test_builds_are_deterministic(model_dir: Path, tmp_path: Path) -> None:
-    again = tiny.build_tiny_model(tmp_path / "again")
-    other = tiny.build_tiny_model(tmp_path / "other", seed=1)
+    again = build_tiny_model(tmp_path / "again")
+    other = build_tiny_model(tmp_path / "other", seed=1)
     names = sorted(p.name for p in model_dir.iterdir())
     assert names == sorted(p.name for p in again.iterdir())
     for name in names:
@@ -179,7 +183,8 @@ def test_cli_builds_the_folder_and_refuses_bad_requests(model_dir: Path, tmp_pat
 
 
 def test_missing_torch_is_one_line_with_the_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delitem(sys.modules, "trade_train.tiny")
+    for name in [name for name in sys.modules if name.startswith("trade_train.tiny")]:
+        monkeypatch.delitem(sys.modules, name)
     monkeypatch.delattr(trade_train, "tiny")
     monkeypatch.setitem(sys.modules, "torch", None)
     result = CliRunner().invoke(model_group, ["tiny", "--out", str(tmp_path / "m")])
@@ -187,20 +192,20 @@ def test_missing_torch_is_one_line_with_the_install_hint(monkeypatch: pytest.Mon
 
 
 def test_tuning_is_deterministic(tmp_path: Path, market: Path) -> None:
-    first, second = tiny.build_tiny_model(tmp_path / "a"), tiny.build_tiny_model(tmp_path / "b")
-    reports = [tiny.tune_tool_calls(path, market, 3, demonstrations=4) for path in (first, second)]
+    first, second = build_tiny_model(tmp_path / "a"), build_tiny_model(tmp_path / "b")
+    reports = [tune_tool_calls(path, market, 3, demonstrations=4) for path in (first, second)]
     assert reports[0].first_loss == reports[1].first_loss and reports[0].last_loss == reports[1].last_loss
     assert (first / "model.safetensors").read_bytes() == (second / "model.safetensors").read_bytes()
 
 
 @pytest.mark.slow
 def test_tuned_model_answers_with_a_well_formed_tool_call(tmp_path: Path, market: Path) -> None:
-    model_dir = tiny.build_tiny_model(tmp_path / "tuned")
-    report = tiny.tune_tool_calls(model_dir, market)
+    model_dir = build_tiny_model(tmp_path / "tuned")
+    report = tune_tool_calls(model_dir, market)
     assert report.last_loss < 0.5 * report.first_loss
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
-    day = tiny.tool_call_demonstrations(market, 1, seed=99)[0]  # a day and pool the tuning never saw
+    day = tool_call_demonstrations(market, 1, seed=99)[0]  # a day and pool the tuning never saw
     names = {schema["function"]["name"] for schema in day.tools}
     for thinking in (False, True):
         inputs = tokenizer.apply_chat_template(
@@ -209,6 +214,6 @@ def test_tuned_model_answers_with_a_well_formed_tool_call(tmp_path: Path, market
         )  # fmt: skip
         output = model.generate(**inputs, max_new_tokens=64, do_sample=False)
         text = tokenizer.decode(output[0, inputs["input_ids"].shape[1] :])
-        call = tiny.parse_tool_call(text)
+        call = parse_tool_call(text)
         assert call is not None and call[0] in names, text
         assert text.startswith("<tool_call>\n{") and text.endswith("}\n</tool_call><|im_end|>"), text

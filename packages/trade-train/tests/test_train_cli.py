@@ -12,9 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from trade_core.testing import run_trade
+from trade_data.store import MarketStore
+from trade_tools.episode import Episode, Task
+from trade_tools.records import GroundTruth
+from trade_train.verl_grpo import schema
+from trade_train.verl_grpo.schema import AGENT_NAME
 
 needs_verl = pytest.mark.skipif(
     importlib.util.find_spec("verl") is None, reason="verl 0.9.1 not installed (tox -e verl)"
@@ -49,7 +55,7 @@ def test_missing_arguments_and_unknown_names_are_one_line(tasks: Path, tmp_path:
     run_dir = ["--run-dir", str(tmp_path / "run")]
     for args, expected in [
         (run_dir, "--model and --tasks are required"),
-        (["--model", "m", "--tasks", str(tmp_path), *run_dir], "has no train.parquet"),
+        (["--model", "m", "--tasks", str(tmp_path), *run_dir], "is not a tasks folder (no manifest.json)"),
         (["--model", "m", "--tasks", str(tasks), "--trainer", "ppo-magic", *run_dir], "unknown trainer 'ppo-magic'"),
         (["--model", "m", "--tasks", str(tasks), "--reward", "sharpe", *run_dir], "unknown reward scheme 'sharpe'"),
         (["--model", "m", "--tasks", str(tasks), "--logger", "neptune", *run_dir], "unknown logger 'neptune'"),
@@ -58,6 +64,33 @@ def test_missing_arguments_and_unknown_names_are_one_line(tasks: Path, tmp_path:
         run = run_trade("train", *args)
         assert run.code == 2 and expected in run.err and len(run.err.strip().splitlines()) == 1, (args, run.err)
     assert not (tmp_path / "run").exists()  # nothing written for a run that was refused
+
+
+def test_the_run_folder_holds_verls_rows_of_the_task_records(tasks: Path, tmp_path: Path) -> None:
+    """trade-reward writes trainer-neutral records; the verl trainer writes verl's rows of them into the run."""
+    from trade_reward.taskfolder import read_records
+
+    run_dir = tmp_path / "run"
+    run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(run_dir), "--dry-run")
+    command = (run_dir / "command.sh").read_text()
+    for split in ("train", "val"):
+        assert f"data.{split}_files={run_dir.resolve() / f'{split}.parquet'} " in command
+        table = pq.read_table(run_dir / f"{split}.parquet")
+        assert table.column_names == ["data_source", "agent_name", "prompt", "ability", "reward_model", "extra_info"]
+        records = read_records(tasks, split)
+        assert len(table) == len(records) > 0
+        for row, record in zip(table.to_pylist(), records, strict=True):
+            assert (row["data_source"], row["agent_name"], row["ability"]) == (
+                "trade-agent/csi300",
+                AGENT_NAME,
+                "trading",
+            )
+            assert row["prompt"] == record.prompt and row["reward_model"]["style"] == "rule"
+            assert GroundTruth.model_validate_json(row["reward_model"]["ground_truth"]) == record.ground_truth
+            info = row["extra_info"]
+            assert (info["index"], info["split"], info["task_id"]) == (record.index, split, record.task.task_id)
+            assert Task.model_validate_json(info["task"]) == record.task
+    assert f"default_agent_loop={AGENT_NAME} " in command and f"{Path(schema.__file__).resolve()} " in command
 
 
 def test_node_and_card_counts_below_one_are_usage_errors(tasks: Path, tmp_path: Path) -> None:
@@ -90,10 +123,31 @@ def test_dry_run_composes_a_config_verl_accepts(device: str, tasks: Path, tmp_pa
         "env.json",
         "spec.json",
         "tools.yaml",
+        "train.parquet",
+        "val.parquet",
     ]
+    assert summary["reward"].endswith("trade_train/verl_grpo/schema.py:compute_score")
     command = (run_dir / "command.sh").read_text()
     assert "trade_train.verl_grpo.main" in command and "trainer.total_epochs=2" in command
     assert ("HCCL_CONNECT_TIMEOUT=1500" in command) == (device == "npu")
+
+
+@needs_verl
+def test_verl_loads_compute_score_from_the_planned_path(tasks: Path, real_store: MarketStore, tmp_path: Path) -> None:
+    """verl's own loader finds the reward function where the plan points, and it scores a row of the run."""
+    from verl.utils.import_utils import load_extern_object
+
+    run_dir = tmp_path / "run"
+    run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(run_dir), "--dry-run")
+    found = re.search(r"reward\.custom_reward_function\.path=(\S+) ", (run_dir / "command.sh").read_text())
+    assert found is not None
+    compute_score = load_extern_object(module_path=found.group(1), object_name="compute_score")
+    row = pq.read_table(run_dir / "train.parquet").to_pylist()[0]
+    episode = Episode.start(Task.model_validate_json(row["extra_info"]["task"]), real_store)
+    episode.call("TakeAction", {"type": "stop", "reasoning": "不调仓"})
+    truth = row["reward_model"]["ground_truth"]
+    scored = compute_score(row["data_source"], "", truth, {schema.EPISODE: episode.model_dump_json()})
+    assert (scored["score"], scored["r_outcome"], scored["failure"]) == (0.0, 0.0, "")
 
 
 @needs_verl
@@ -170,7 +224,7 @@ def test_a_real_launch_reaches_verls_trainer_with_the_trading_metrics(tasks: Pat
     On this CPU-only machine verl then waits for accelerators, so the launch is stopped once the
     TaskRunner (a Ray actor process) has reported the install; a GPU runs on (scripts/gpu-smoke.sh).
     """
-    from trade_train.tiny import build_tiny_model
+    from trade_train.tiny.model import build_tiny_model
 
     model = build_tiny_model(tmp_path / "tiny")
     trade = str(Path(sys.executable).with_name("trade"))
@@ -200,8 +254,7 @@ def test_a_trainer_from_a_plugin_is_planned_by_name(tasks: Path, tmp_path: Path)
     from trade_core.hookspecs import hookimpl
     from trade_core.plugins import get_manager
     from trade_core.testing import inline_plugin
-    from trade_train import trainer as trainers
-    from trade_train.trainer import RunPlan, Trainer, TrainSpec
+    from trade_train.trainer import TRAINERS, RunPlan, Trainer, TrainSpec
 
     class Echo(Trainer):
         name = "echo"
@@ -219,13 +272,11 @@ def test_a_trainer_from_a_plugin_is_planned_by_name(tasks: Path, tmp_path: Path)
             register(Echo())
 
     with inline_plugin(get_manager(), Plugin(), "echo-trainer"):
-        trainers._trainers.cache_clear()
-        echo = trainers.get_trainer("echo")
-        assert trainers.get_trainer("verl-grpo").name == "verl-grpo"  # the built-in is a plugin like it
+        echo = TRAINERS.get("echo")
+        assert TRAINERS.get("verl-grpo").name == "verl-grpo"  # the built-in is a plugin like it
         plan = echo.plan(TrainSpec(model="m", tasks=tasks, run_dir=tmp_path / "run"))
         plan.write()
         assert echo.check(plan) == "would run echo m" and (tmp_path / "run" / "command.sh").is_file()
         assert plan.launch() == 0
-    trainers._trainers.cache_clear()
     with pytest.raises(TradeError, match="unknown trainer 'echo'"):
-        trainers.get_trainer("echo")
+        TRAINERS.get("echo")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @hookimpl(optionalhook=True)
-def trade_register_reward_schemes(register: Callable[[type[RewardScheme]], None]) -> None:
+def trade_register_reward_schemes(register: Callable[[RewardScheme], None]) -> None:
     from trade_reward_tanh.scheme import Tanh
 
-    register(Tanh)
+    register(Tanh())  # with its default settings; `--set` and verl's reward_kwargs configure others

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -10,7 +11,10 @@ import click
 from trade_core import env
 from trade_core.errors import TradeError
 from trade_core.logging import configure_logging
-from trade_core.plugins import TradePluginManager, collect, get_manager
+from trade_core.plugins import TradePluginManager, get_manager
+from trade_core.registry import Registry
+
+COMMANDS = Registry("trade_register_commands", "command", click.Command)
 
 
 def _versions(manager: TradePluginManager) -> str:
@@ -27,6 +31,23 @@ class TradeGroup(click.Group):
         except TradeError as exc:
             click.echo(f"error: {exc.one_line()}", err=True)
             ctx.exit(2)
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are ``module:attribute`` strings, imported on first use (``--help`` stays fast)."""
+
+    def __init__(self, *args: object, lazy: dict[str, str], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            module, attribute = self.lazy[cmd_name].split(":")
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, cmd_name)
 
 
 def build_cli(manager: TradePluginManager) -> click.Group:
@@ -49,8 +70,8 @@ def build_cli(manager: TradePluginManager) -> click.Group:
         """
         configure_logging(json=log_json, level=log_level)
 
-    for provided in collect(manager, "trade_register_commands", "command", expect=click.Command).values():
-        trade.add_command(provided.item)
+    for command in COMMANDS.all(manager).values():
+        trade.add_command(command)
     return trade
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class TradeError(Exception):
     """A user-facing failure; the CLI prints ``error: <message>`` without a traceback."""
@@ -21,3 +23,12 @@ class TradeError(Exception):
 
 class PluginError(TradeError):
     """A plugin could not be loaded or registered something invalid."""
+
+
+def error_line(error: Exception, limit: int = 200) -> str:
+    """One short line: a ValidationError's first problem as ``where: what``, cut to ``limit`` characters
+    (a dict key in ``where`` can be as long as the input)."""
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        return f"{'.'.join(str(p) for p in first['loc']) or 'value'}: {first['msg']}"[:limit]
+    return " ".join(str(error).split())[:limit]

@@ -2,7 +2,7 @@
 
 Hooks that contribute named things take a ``register`` callback instead of returning
 values, so the registry knows which plugin supplied each item and can refuse duplicate
-names (see :func:`trade_core.plugins.collect`). Other packages add their own specs
+names (see :mod:`trade_core.registry`). Other packages add their own specs
 through :func:`trade_addhooks` (``trade_data.hookspecs`` is one).
 
 Implementations run last-registered-first (pluggy's LIFO); built-ins are loaded from

@@ -1,4 +1,4 @@
-"""The single plugin manager of trade-agent: loading entry points and collecting named items.
+"""The single plugin manager of trade-agent: loading entry points (collecting items: :mod:`trade_core.registry`).
 
 Everything, built-ins included, arrives through the ``trade`` entry-point group, the way
 tox and pytest load their own features. Loading is cheap and has no side effects, so it
@@ -10,9 +10,9 @@ from __future__ import annotations
 import functools
 import importlib.metadata as md
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import pluggy
 import structlog
@@ -25,7 +25,6 @@ ESSENTIAL_PLUGINS = frozenset({"core"})
 """Plugins that allow- and block-lists cannot remove: without them there is no CLI to report with."""
 
 log = structlog.get_logger("trade.plugins")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -52,13 +51,15 @@ class PluginFailure:
         return f"plugin '{self.origin.name}' from {dist} {where}: {self.cause}"
 
 
-@dataclass(eq=False)  # identity-hashed, so per-manager caches can key on it
+@dataclass(eq=False)  # two managers are never equal: each holds its own plugins and collected items
 class TradePluginManager:
     """pluggy's manager plus what trade-agent records about each plugin."""
 
     pm: pluggy.PluginManager
     origins: dict[str, PluginOrigin] = field(default_factory=dict)
     failures: list[PluginFailure] = field(default_factory=list)
+    collected: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each registry's items by hook name (:class:`~trade_core.registry.Registry`); emptied when plugins change."""
 
     @property
     def hook(self) -> pluggy.HookRelay:
@@ -67,12 +68,14 @@ class TradePluginManager:
     def register(self, plugin: object, name: str, origin: PluginOrigin | None = None) -> None:
         """Register ``plugin`` under ``name``; used by the loader and by tests for inline plugins."""
         self.pm.register(plugin, name=name)
+        self.collected.clear()
         self.origins[name] = origin or PluginOrigin(
             name, dist="(inline)", version="", module=getattr(plugin, "__name__", type(plugin).__name__)
         )
 
     def unregister(self, name: str) -> None:
         self.pm.unregister(name=name)
+        self.collected.clear()
         self.origins.pop(name, None)
 
     def origin(self, plugin_name: str) -> PluginOrigin:
@@ -189,68 +192,3 @@ def get_manager() -> TradePluginManager:
     manager = new_manager()
     load_entry_points(manager)
     return manager
-
-
-@dataclass(frozen=True)
-class Provided(Generic[T]):
-    """One named item a plugin registered, with the plugin that supplied it."""
-
-    name: str
-    item: T
-    origin: PluginOrigin
-
-
-def collect(
-    manager: TradePluginManager,
-    hook_name: str,
-    kind: str,
-    name_of: Callable[[Any], str] = lambda item: item.name,
-    expect: type | None = None,
-) -> dict[str, Provided[Any]]:
-    """Call a ``register``-style hook once per plugin and return the items by name.
-
-    Each implementation is called with its own ``register`` so every item is attributed to the
-    plugin that supplied it. An implementation that raises, or registers an item that is not an
-    ``expect`` (when given), is reported through :meth:`TradePluginManager.fail` and none of its
-    items are used, in this call or later ones: a half-registered plugin never is. Two plugins
-    registering the same name raise a :class:`PluginError` naming both distributions.
-    """
-    found: dict[str, Provided[Any]] = {}
-    for impl in getattr(manager.hook, hook_name).get_hookimpls():
-        origin = manager.origin(impl.plugin_name)
-        if manager.failed(origin.name, hook_name):  # skipped for good: reported once, never half-used
-            continue
-        items: list[Any] = []
-        try:
-            impl.function(register=items.append)
-            named = [(name_of(_checked(item, expect)), item) for item in items]
-        except Exception as exc:  # one broken plugin must not take the CLI down
-            manager.fail(origin, exc, hook_name)
-            continue
-        for name, item in named:
-            if name in found:
-                first = found[name].origin
-                raise PluginError(
-                    f"{kind} '{name}' is registered twice: by plugin '{first.name}' ({first.dist}) "
-                    f"and by plugin '{origin.name}' ({origin.dist})",
-                    hint=f"uninstall one of them or disable it with {env.DISABLE_PLUGINS}",
-                )
-            found[name] = Provided(name, item, origin)
-    return found
-
-
-def _checked(item: T, expect: type | None) -> T:
-    if expect is not None and not isinstance(item, expect):
-        raise TypeError(f"registered a {type(item).__name__}, not a {expect.__name__}")
-    return item
-
-
-def register_hooks(manager: TradePluginManager) -> list[str]:
-    """Names of every hook whose only argument is ``register`` (the collection hooks)."""
-    names = []
-    for name in sorted(dir(manager.hook)):
-        caller = getattr(manager.hook, name)
-        spec = getattr(caller, "spec", None)
-        if spec is not None and tuple(spec.argnames) == ("register",):
-            names.append(name)
-    return names

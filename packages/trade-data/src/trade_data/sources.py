@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from tqdm import tqdm
 
 from trade_core.errors import TradeError
-from trade_core.plugins import TradePluginManager, collect, get_manager
+from trade_core.plugins import TradePluginManager
+from trade_core.registry import Registry
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,10 +54,7 @@ class DataSource(ABC):
         """Turn an artifact into a dataset at ``out``; a failure leaves an existing ``out`` untouched."""
 
 
-def available_sources(manager: TradePluginManager | None = None) -> dict[str, DataSource]:
-    """Every registered source by name (duplicate names across plugins are an error)."""
-    provided = collect(manager or get_manager(), "trade_register_data_sources", "data source")
-    return {name: p.item for name, p in sorted(provided.items())}
+DATA_SOURCES = Registry("trade_register_data_sources", "data source", DataSource)
 
 
 def download(
@@ -69,10 +67,7 @@ def download(
     manager: TradePluginManager | None = None,
 ) -> Path:
     """Fetch (unless ``from_file`` is given) and convert source ``name`` into a dataset at ``out``."""
-    sources = available_sources(manager)
-    if name not in sources:
-        raise TradeError(f"unknown data source '{name}'", hint=f"valid sources: {', '.join(sources)}")
-    source, out = sources[name], Path(out)
+    source, out = DATA_SOURCES.get(name, manager), Path(out)
     given = {key: value for key, value in (options or {}).items() if value is not None}
     unknown = sorted(set(given) - set(source.options))
     if unknown:

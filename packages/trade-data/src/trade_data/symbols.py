@@ -1,10 +1,14 @@
-"""What a symbol's code says: exchange board, index or stock, and its daily price limit on a date."""
+"""What a symbol's code says: exchange board, index or stock; and the boards' daily price limits by date."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from enum import StrEnum
+from typing import NamedTuple
+
+import numpy as np
 
 SYMBOL_PATTERN = re.compile(r"^(SH|SZ|BJ)\d{6}$")
 CHINEXT_20PCT_FROM = dt.date(2020, 8, 24)
@@ -37,18 +41,49 @@ def board_of(symbol: str) -> Board:
     return Board.MAIN
 
 
-def limit_pct(symbol: str, day: dt.date) -> float | None:
-    """Daily price limit as a fraction of the previous close; None for indices (no limit).
+class PriceLimit(NamedTuple):
+    """A board's daily price limit, a fraction of the last close, from ``since`` until its next entry."""
 
-    ST stocks (+-5%) cannot be told from the code and are treated as their board.
-    """
-    board = board_of(symbol)
-    if board is Board.INDEX:
-        return None
-    if board is Board.BEIJING:
-        return 0.30
-    if board is Board.STAR:
-        return 0.20
-    if board is Board.CHINEXT:
-        return 0.20 if day >= CHINEXT_20PCT_FROM else 0.10
-    return 0.10
+    board: Board
+    since: dt.date
+    fraction: float
+
+
+PRICE_LIMITS: tuple[PriceLimit, ...] = (
+    PriceLimit(Board.MAIN, dt.date.min, 0.10),
+    PriceLimit(Board.CHINEXT, dt.date.min, 0.10),
+    PriceLimit(Board.CHINEXT, CHINEXT_20PCT_FROM, 0.20),
+    PriceLimit(Board.STAR, dt.date.min, 0.20),
+    PriceLimit(Board.BEIJING, dt.date.min, 0.30),
+)
+"""The exchanges' limits: the one table the store's flags, the execution rules and the prompt read.
+
+``dt.date.min`` means since the board's first listing: no data here needs an earlier regime. ST stocks (+-5%)
+cannot be told from the code and trade under their board's limit; indices have none.
+"""
+
+
+def board_limits(day: dt.date, limits: Sequence[PriceLimit] = PRICE_LIMITS) -> dict[Board, float]:
+    """Each board's limit on ``day``: its latest entry on or before that day."""
+    in_force: dict[Board, float] = {}
+    for limit in sorted(limits, key=lambda entry: entry.since):
+        if limit.since <= day:
+            in_force[limit.board] = limit.fraction
+    return in_force
+
+
+def limit_pct(symbol: str, day: dt.date, limits: Sequence[PriceLimit] = PRICE_LIMITS) -> float | None:
+    """Daily price limit as a fraction of the previous close; None for indices (no limit)."""
+    return board_limits(day, limits).get(board_of(symbol))
+
+
+def limit_fractions(
+    symbols: Sequence[str], days: Sequence[dt.date], limits: Sequence[PriceLimit] = PRICE_LIMITS
+) -> np.ndarray:
+    """[day, symbol] daily limit fractions (NaN for indices), read once per day and board."""
+    boards = np.array([board_of(s) for s in symbols])
+    fractions = np.full((len(days), len(symbols)), np.nan)
+    for i, day in enumerate(days):
+        for board, fraction in board_limits(day, limits).items():
+            fractions[i, boards == board] = fraction
+    return fractions

@@ -23,7 +23,7 @@ from trade_core.errors import TradeError
 from trade_core.params import iso_date
 from trade_data.errors import DatasetError
 from trade_data.qlib_dir import DatasetMeta, is_dataset, read_meta, refuse_foreign_folder, write_dataset
-from trade_data.symbols import Board, board_of, limit_pct
+from trade_data.symbols import Board, board_of, limit_fractions
 
 log = structlog.get_logger("trade.data.synth")
 
@@ -358,15 +358,8 @@ def _ex_dividends(
 
 
 def _limits(codes: np.ndarray, calendar: pd.DatetimeIndex) -> np.ndarray:
-    """Days x stocks daily limit fractions from :func:`limit_pct`, evaluated once per board and day."""
-    limits = np.empty((len(calendar), len(codes)))
-    boards = np.array([board_of(code) for code in codes])
-    for board in np.unique(boards):
-        columns = np.flatnonzero(boards == board)
-        representative = str(codes[columns[0]])
-        by_day = np.array([limit_pct(representative, day) for day in calendar.date], dtype=float)
-        limits[:, columns] = by_day[:, None]
-    return limits
+    """Days x stocks daily limit fractions from the price-limit table."""
+    return limit_fractions(list(codes), calendar.date)
 
 
 def _price_path(

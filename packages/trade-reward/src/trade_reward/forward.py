@@ -1,9 +1,7 @@
-"""What happened after T0: the label side of a task, computed once when the task is built.
+"""What happened after T0: the label side of a task, computed from the market data once when the task is built.
 
-``GroundTruth`` holds, for every stock a task can end up holding, its raw close at T0 and its
-growth to the T+1..T+k closes on adjusted prices (dividends and splits do not look like losses;
-a suspended day keeps the last close). With it a reward needs no market data at all, which is
-what verl's reward workers want. It is label data: it never reaches a prompt or a tool.
+The record itself, :class:`~trade_tools.records.GroundTruth`, lives with the other records; this module is the
+one place that reads T+k prices to fill it, outside any Episode.
 """
 
 from __future__ import annotations
@@ -11,30 +9,12 @@ from __future__ import annotations
 import datetime as dt
 
 import numpy as np
-from pydantic import BaseModel, Field, model_validator
 
 from trade_core.errors import TradeError
 from trade_data.store import MarketStore
+from trade_tools.records import GroundTruth
 
 HORIZON = 3
-
-
-class GroundTruth(BaseModel):
-    """T0 closes and forward growth for one task's symbols."""
-
-    date: dt.date
-    horizon_dates: list[dt.date] = Field(description="the T+1..T+k trading days")
-    close: dict[str, float] = Field(description="raw close at T0 (the last close if suspended), CNY")
-    growth: dict[str, list[float]] = Field(description="adjusted close at T+k / adjusted close at T0, k = 1..K")
-
-    @model_validator(mode="after")
-    def _shapes_agree(self) -> GroundTruth:
-        """Every stock has a close and one growth per horizon date, so reading one cannot fail half-way."""
-        if self.close.keys() != self.growth.keys():
-            raise ValueError("close and growth must name the same stocks")
-        if any(len(g) != len(self.horizon_dates) for g in self.growth.values()):
-            raise ValueError("every growth needs one value per horizon date")
-        return self
 
 
 def _last_close(store: MarketStore, index: int, column: int) -> float:

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
 
 @hookspec
-def trade_register_reward_schemes(register: Callable[[type[RewardScheme]], None]) -> None:
-    """Register reward scheme classes (``register(MyScheme)``; key: ``MyScheme.name``).
+def trade_register_reward_schemes(register: Callable[[RewardScheme], None]) -> None:
+    """Register reward schemes, each with its default settings (``register(MyScheme())``; key: ``MyScheme.name``).
 
     A scheme subclasses :class:`trade_reward.schemes.RewardScheme`: ``Settings`` (a pydantic model of
     its options) and ``score(outcome) -> Reward``. Added in 0.1.

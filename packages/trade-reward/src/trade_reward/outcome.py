@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from trade_core.errors import TradeError
-from trade_reward.forward import GroundTruth
 from trade_tools.episode import Episode
+from trade_tools.records import GroundTruth
 
 DEFAULT_WEIGHTS = (0.5, 0.3, 0.2)
 INVALID = "invalid_outcome"

@@ -22,11 +22,11 @@ def trade_addhooks(pluginmanager: pluggy.PluginManager) -> None:
 
 
 @hookimpl
-def trade_register_reward_schemes(register: Callable[[type[RewardScheme]], None]) -> None:
+def trade_register_reward_schemes(register: Callable[[RewardScheme], None]) -> None:
     from trade_reward.schemes import Bucketed, Continuous
 
-    register(Bucketed)
-    register(Continuous)
+    register(Bucketed())
+    register(Continuous())
 
 
 @hookimpl

@@ -7,41 +7,19 @@ numbers or inputs could not be scored (``invalid_outcome``, ``malformed``: see :
 
 from __future__ import annotations
 
-import functools
 import math
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trade_core.errors import TradeError
-from trade_core.plugins import TradePluginManager, collect, get_manager
+from trade_core.errors import TradeError, error_line
+from trade_core.registry import Registry
 from trade_reward.outcome import INVALID, MALFORMED, Outcome
+from trade_tools.records import Reward
 
 FAILURES = ("no_valid_call", "truncated", "no_stop", INVALID, MALFORMED)
 """Every failure a built-in scheme reports, as :func:`failure_of` names them."""
-
-
-class Reward(BaseModel):
-    """A score with everything that went into it (logged by verl, read by `trade reward explain`)."""
-
-    model_config = ConfigDict(allow_inf_nan=False)  # a NaN score would poison a whole GRPO batch
-
-    score: float
-    scheme: str
-    r_new: float
-    r_orig: float
-    r_outcome: float
-    bucket: int | None = None
-    penalty: float = 0.0
-    failure: str | None = Field(None, description=f"one of {', '.join(FAILURES)}; None on success")
-
-    def flat(self) -> dict[str, Any]:
-        """The breakdown as verl wants it: ``{"score": ..., **numbers}`` with no None values."""
-        data = self.model_dump()
-        data["failure"] = data["failure"] or ""
-        data["bucket"] = -99 if data["bucket"] is None else data["bucket"]
-        return data
 
 
 def failure_of(outcome: Outcome) -> str | None:
@@ -58,7 +36,10 @@ def failure_of(outcome: Outcome) -> str | None:
 
 
 class RewardScheme(ABC):
-    """Turns an :class:`Outcome` into a :class:`Reward`. ``settings`` are validated keyword arguments."""
+    """Turns an :class:`Outcome` into a :class:`Reward`. ``settings`` are validated keyword arguments.
+
+    Plugins register an instance with the default settings (``register(MyScheme())``), like every other item.
+    """
 
     name: ClassVar[str]
     description: ClassVar[str]
@@ -77,13 +58,8 @@ class RewardScheme(ABC):
     def score(self, outcome: Outcome) -> Reward: ...
 
 
-def error_line(error: Exception, limit: int = 200) -> str:
-    """One short line: a ValidationError's first problem as ``where: what``, cut to ``limit`` characters
-    (a dict key in ``where`` can be as long as the input)."""
-    if isinstance(error, ValidationError):
-        first = error.errors()[0]
-        return f"{'.'.join(str(p) for p in first['loc']) or 'value'}: {first['msg']}"[:limit]
-    return " ".join(str(error).split())[:limit]
+SCHEMES = Registry("trade_register_reward_schemes", "reward scheme", RewardScheme)
+"""Every reward scheme by name, each with its default settings."""
 
 
 class BucketedSettings(BaseModel):
@@ -165,18 +141,6 @@ def _returns(outcome: Outcome) -> dict[str, float]:
     return {"r_new": outcome.r_new, "r_orig": outcome.r_orig, "r_outcome": outcome.r_outcome}
 
 
-@functools.cache
-def _schemes(manager: TradePluginManager) -> dict[str, type[RewardScheme]]:
-    return {n: p.item for n, p in collect(manager, "trade_register_reward_schemes", "reward scheme").items()}
-
-
-def available_schemes(manager: TradePluginManager | None = None) -> dict[str, type[RewardScheme]]:
-    return _schemes(manager or get_manager())
-
-
 def get_scheme(name: str, **settings: Any) -> RewardScheme:
-    """The scheme registered as ``name``, configured; unknown names list the valid ones."""
-    schemes = available_schemes()
-    if name not in schemes:
-        raise TradeError(f"unknown reward scheme '{name}'", hint=f"valid: {', '.join(sorted(schemes))}")
-    return schemes[name](**settings)
+    """The scheme registered as ``name``, configured with ``settings``; unknown names list the valid ones."""
+    return type(SCHEMES.get(name))(**settings)

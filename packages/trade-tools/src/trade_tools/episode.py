@@ -1,14 +1,14 @@
 """One trading day for one agent: the state, the tools, the rules and the prompts, in one object.
 
 The same Episode runs inside verl's agent loop, the backtest, the single-day CLI and the
-distillation export, so training and evaluation cannot drift apart. It is a pydantic model that
-serialises to JSON (for verl's ``extra_fields`` and trajectory files); the market data it reads
-is bound separately (:meth:`Episode.bind`) and never serialised.
+distillation export, so training and evaluation cannot drift apart; they play it turn by turn through
+:class:`~trade_tools.day.TradingDay`. It is a pydantic model that serialises to JSON (for verl's
+``extra_fields`` and trajectory files); the market data it reads is bound separately
+(:meth:`Episode.bind`), as T0's point-in-time view only, and never serialised.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Any, Literal
 
@@ -21,13 +21,19 @@ from trade_data.store import MarketStore, PointInTimeView
 from trade_data.symbols import Board, board_of
 from trade_tools.execution import portfolio_value
 from trade_tools.portfolio import ActionRecord, Position
+from trade_tools.records import Task
 from trade_tools.rules import ExecutionRules
 from trade_tools.text import shown
-from trade_tools.tool import Tool, ToolError, available_tools
+from trade_tools.tool import TOOLS, Tool, ToolError
 
 log = structlog.get_logger("trade.episode")
 
 DEFAULT_TOOLS = ("get_price_data", "get_macro_indicators", "compute_alpha_factor", "TakeAction")
+MAX_TURNS = 16
+"""Assistant replies a day allows by default (the prompt states the limit; training passes it to verl)."""
+TOOL_TEXT_LIMIT = 4096
+"""Characters of one tool text a trainer must let through (verl's ``max_tool_response_length``): room for
+every tool's own budget."""
 POOL_SHOWN = 8
 """Pool symbols a wrong-symbol error lists (with the pool's size), however large the pool."""
 Status = Literal["open", "stopped", "truncated", "failed"]
@@ -35,24 +41,11 @@ STATUS_TEXT: dict[str, str] = {"stopped": "已停止", "truncated": "已截断",
 """How a closed status reads in the model's language."""
 
 
-class Task(BaseModel):
-    """One training or evaluation sample: a trading day, a stock pool, holdings and cash."""
-
-    task_id: str
-    date: dt.date
-    pool: list[str] = Field(min_length=1)
-    holdings: dict[str, int] = Field(default_factory=dict, description="initial shares, all sellable on T0")
-    cost_basis: dict[str, float] = Field(default_factory=dict, description="CNY per share; default: previous close")
-    cash: float = Field(ge=0)
-    universe: str = "csi300"
-    index: str = "SH000001"
-
-
 class EpisodeSettings(BaseModel):
     """How an episode is run (not what the market does: that is :class:`ExecutionRules`)."""
 
     tools: tuple[str, ...] = DEFAULT_TOOLS
-    max_turns: int = Field(16, ge=1, description="assistant turns before the episode is truncated")
+    max_turns: int = Field(MAX_TURNS, ge=1, description="assistant turns before the episode is truncated")
     char_budgets: dict[str, int] = Field(default_factory=dict, description="per-tool text limit overrides")
     prompt_set: str = "default"
     inject_tool_descriptions: bool = True
@@ -76,7 +69,6 @@ class Episode(BaseModel):
     status: Status = "open"
     status_reason: str = ""
     _view: PointInTimeView | None = PrivateAttr(None)
-    _store: MarketStore | None = PrivateAttr(None)
 
     @classmethod
     def start(
@@ -109,8 +101,8 @@ class Episode(BaseModel):
         return episode.bind(store)
 
     def bind(self, store: MarketStore) -> Episode:
-        """Attach market data (after loading an Episode from JSON)."""
-        self._store = store
+        """Attach market data (after loading an Episode from JSON): T0's view only, never the store, so no
+        tool can read a bar after T0; what needs later days (the ground truth) is computed outside."""
         self._view = store.asof(self.task.date)
         return self
 
@@ -120,16 +112,10 @@ class Episode(BaseModel):
             raise TradeError("episode has no market data bound", hint="call episode.bind(store)")
         return self._view
 
-    @property
-    def store(self) -> MarketStore:
-        self.view  # noqa: B018 - raises the same clear error when unbound
-        assert self._store is not None
-        return self._store
-
     # -- tools -------------------------------------------------------------------------------
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        tools = available_tools()
+        tools = TOOLS.all()
         return [tools[name].schema() for name in self.settings.tools if name in tools]
 
     def call(self, name: str, arguments: str | dict[str, Any] | None) -> str:
@@ -148,7 +134,7 @@ class Episode(BaseModel):
             self.tool_errors += 1
             log.exception("tool.internal_error", tool=shown(name), task=self.task.task_id)
             text = f"错误：工具内部错误（{type(error).__name__}），请换一种调用"
-        tool = available_tools().get(name)
+        tool = TOOLS.all().get(name)
         budget = self.settings.char_budgets.get(name) or (tool.budget if tool else Tool.budget)
         marker = "\n…（已截断）"
         return text if len(text) <= budget else text[: budget - len(marker)] + marker
@@ -156,7 +142,7 @@ class Episode(BaseModel):
     def _dispatch(self, name: str, arguments: str | dict[str, Any] | None) -> str:
         if self.status != "open":
             raise ToolError(f"本交易日已结束（{STATUS_TEXT[self.status]}），不能再调用工具")
-        tools = available_tools()
+        tools = TOOLS.all()
         if name not in self.settings.tools or name not in tools:
             raise ToolError(f"未知工具 {shown(name)!r}，可用工具：{', '.join(self.settings.tools)}")
         tool = tools[name]
@@ -172,27 +158,23 @@ class Episode(BaseModel):
             raise ToolError("；".join(map(_problem, error.errors(include_url=False)[:3]))) from None
         return tool.run(self, args)
 
-    def check_symbol(self, symbol: str, *, held_ok: bool = True) -> str:
+    def in_pool(self, symbol: str) -> bool:
+        """Whether tools may read or trade ``symbol`` (upper-case): it is in the pool, or held."""
+        return symbol in self.task.pool or symbol in self.positions
+
+    def check_symbol(self, symbol: str) -> str:
         """The symbol, upper-cased, if it is in the pool (or held); a ToolError otherwise."""
         symbol = symbol.strip().upper()
-        if symbol in self.task.pool or (held_ok and symbol in self.positions):
+        if self.in_pool(symbol):
             return symbol
         pool = self.task.pool
         listed = ", ".join(pool[:POOL_SHOWN]) + (" 等" if len(pool) > POOL_SHOWN else "")
         raise ToolError(f"{shown(symbol)} 不在股票池中；股票池共{len(pool)}只：{listed}")
 
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def begin_turn(self) -> bool:
-        """Count an assistant turn; past ``max_turns`` the episode is truncated. Returns whether it is open."""
-        if self.status == "open":
-            self.turns += 1
-            if self.turns > self.settings.max_turns:
-                self.end("truncated", f"超过{self.settings.max_turns}轮仍未停止")
-        return self.status == "open"
+    # -- the end -------------------------------------------------------------------------------
 
     def end(self, status: Status, reason: str) -> None:
-        """Close an open episode (truncated by turns or tokens, failed, or stopped)."""
+        """Close an open episode: stopped by TakeAction, or ended by :class:`~trade_tools.day.TradingDay`."""
         if self.status == "open":
             self.status, self.status_reason = status, reason
 
@@ -211,9 +193,9 @@ class Episode(BaseModel):
 
     def messages(self) -> list[dict[str, str]]:
         """The opening system and user messages, rendered by the episode's prompt set."""
-        from trade_tools.prompts import get_prompt_set
+        from trade_tools.prompts import PROMPT_SETS
 
-        prompts = get_prompt_set(self.settings.prompt_set)
+        prompts = PROMPT_SETS.get(self.settings.prompt_set)
         return [
             {"role": "system", "content": prompts.system(self)},
             {"role": "user", "content": prompts.user(self)},

@@ -1,7 +1,7 @@
 """Order checks and fills at the T0 close under :class:`~trade_tools.rules.ExecutionRules`.
 
 Checks run in a fixed order and the first failure is the reason given back: amount, pool,
-trading status (suspended, price limit), lot rules, T+1, cash or shares, position cap. No fill
+trading status (suspended, the rules' price limit), lot rules, T+1, cash or shares, position cap. No fill
 leaves cash below zero, not even a sale whose fees exceed its proceeds. Nothing here mutates
 state: :func:`plan_order` returns a fill or a refusal reason, and the Episode applies fills.
 """
@@ -55,9 +55,9 @@ def plan_order(
         raise Refused(f"{symbol}今日停牌，不能交易")
     held = positions.get(symbol)
     sellable = held.sellable if held else 0
-    if side == "buy" and view.at_limit_up(symbol):
+    if side == "buy" and view.at_limit_up(symbol, rules.price_limits):
         raise Refused(f"{symbol}收盘涨停，无法买入")
-    if side == "sell" and view.at_limit_down(symbol):
+    if side == "sell" and view.at_limit_down(symbol, rules.price_limits):
         raise Refused(f"{symbol}收盘跌停，无法卖出")
     _check_lot(side, symbol, amount, sellable, rules)
     close = view.last_close(symbol)

@@ -1,20 +1,17 @@
-"""Technical indicators for ``get_price_data``, precomputed once per dataset and read by index.
+"""Technical indicators for ``get_price_data``, computed from a point-in-time view's bars.
 
-Computed per symbol on its traded bars only (suspended days skipped) with causal filters, so the
-value at a day depends on that day and earlier ones only (the point-in-time tests check it).
-Price-level indicators are kept on the adjusted scale; the tool divides by T0's factor to show
+Computed per symbol on its traded bars up to T0 only (suspended days skipped): the view holds no later
+bar, so no indicator can see one. Each day and symbol is computed once (``view.memo``, shared by every
+episode on that day). Price-level indicators are kept on the adjusted scale; the tool divides by T0's factor to show
 them on T0's raw price scale (forward-adjusted to T0), comparable with the latest close.
 """
 
 from __future__ import annotations
 
-import threading
-import weakref
-
 import numpy as np
 import pandas as pd
 
-from trade_data.store import MarketStore, PointInTimeView
+from trade_data.store import PointInTimeView
 
 PRICE_LEVEL = ("MA5", "MA10", "MA20", "MA60", "EMA12", "EMA26", "VWAP", "MACD_DIF", "MACD_DEA", "MACD_HIST",
                "BOLL_UPPER", "BOLL_MID", "BOLL_LOWER", "ATR_14")  # fmt: skip
@@ -63,42 +60,14 @@ def _compute(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     return {name: out[name].to_numpy() for name in INDICATORS}
 
 
-class IndicatorTable:
-    """Every indicator as a float32 [day, symbol] array (NaN on days the symbol did not trade)."""
-
-    def __init__(self, store: MarketStore) -> None:
-        days, symbols = store.traded.shape
-        self._columns = store.column
-        self.values = {name: np.full((days, symbols), np.nan, dtype=np.float32) for name in INDICATORS}
-        for j in range(symbols):
-            rows = np.flatnonzero(store.traded[:, j])
-            if rows.size == 0:
-                continue
-            frame = pd.DataFrame(
-                {name: store.adjusted[name][rows, j] for name in ("open", "high", "low", "close")}
-                | {"volume": store.volume[rows, j]},
-                index=pd.RangeIndex(rows.size),
-            )
-            for name, column in _compute(frame).items():
-                self.values[name][rows, j] = column
-
-    def latest(self, view: PointInTimeView, symbol: str, names: list[str]) -> dict[str, float]:
-        """Values at the symbol's last traded day up to the view's T0."""
-        row = view.last_traded_index(symbol)
-        if row is None:
-            return {name: float("nan") for name in names}
-        j = self._columns[symbol]
-        return {name: float(self.values[name][: view.index + 1][row, j]) for name in names}
-
-
-_tables: weakref.WeakKeyDictionary[MarketStore, IndicatorTable] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
-
-
-def indicator_table(store: MarketStore) -> IndicatorTable:
-    """The store's indicator table, computed on first use (about a second for the CSI300 sample)."""
-    with _lock:
-        table = _tables.get(store)
-        if table is None:
-            table = _tables[store] = IndicatorTable(store)
-        return table
+def latest(view: PointInTimeView, symbol: str) -> dict[str, float]:
+    """Every indicator at the symbol's last traded day up to T0 (NaN if it never traded)."""
+    key = ("indicators", symbol)
+    if key not in view.memo:
+        bars = view.window(symbol, view.index + 1)
+        frame = pd.DataFrame({"open": bars.open, "high": bars.high, "low": bars.low, "close": bars.close,
+                              "volume": bars.volume})  # fmt: skip
+        computed = _compute(frame) if len(bars) else {}
+        # float32, as the values were always kept: the texts shown stay the same
+        view.memo[key] = {name: float(np.float32(computed[name][-1])) if computed else np.nan for name in INDICATORS}
+    return view.memo[key]  # type: ignore[return-value]

@@ -7,14 +7,12 @@ holdings, cash and the stock pool. Prompt sets are plugins, so a user can swap i
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trade_core.errors import TradeError
-from trade_core.plugins import collect, get_manager
+from trade_core.registry import Registry
 from trade_data.summary import market_summary
 
 if TYPE_CHECKING:
@@ -93,16 +91,8 @@ DEFAULT = PromptSet(
 )
 
 
-@functools.cache
-def _prompt_sets() -> dict[str, PromptSet]:
-    return {n: p.item for n, p in collect(get_manager(), "trade_register_prompt_sets", "prompt set").items()}
-
-
-def get_prompt_set(name: str) -> PromptSet:
-    sets = _prompt_sets()
-    if name not in sets:
-        raise TradeError(f"unknown prompt set '{name}'", hint=f"known: {', '.join(sorted(sets))}")
-    return sets[name]
+PROMPT_SETS = Registry("trade_register_prompt_sets", "prompt set", PromptSet)
+"""Every prompt set by name (``EpisodeSettings.prompt_set``)."""
 
 
 def tools_json(episode: Episode) -> str:

@@ -2,9 +2,9 @@
 
 Fills happen at the T0 close (raw price) plus slippage; the prompts say the same. Defaults follow
 the exchanges' rules and a typical retail broker: 100-share lots (STAR: 200 minimum, then 1-share
-steps), T+1 for shares bought today, board price limits, commission with a 5 CNY minimum, stamp
-duty on sells only (0.1%, 0.05% from 2023-08-28), transfer fee on both sides, and a cap on how
-much of the portfolio one stock may take.
+steps), T+1 for shares bought today, board price limits (trade-data's dated table, the one the
+store's limit flags read), commission with a 5 CNY minimum, stamp duty on sells only (0.1%, 0.05%
+from 2023-08-28), transfer fee on both sides, and a cap on how much of the portfolio one stock may take.
 """
 
 from __future__ import annotations
@@ -12,6 +12,16 @@ from __future__ import annotations
 import datetime as dt
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from trade_data.symbols import PRICE_LIMITS, Board, PriceLimit, board_limits
+
+BOARD_NAMES = {
+    Board.MAIN: "主板",
+    Board.CHINEXT: "创业板(SZ300/301)",
+    Board.STAR: "科创板(SH688)",
+    Board.BEIJING: "北交所(BJ)",
+}
+"""How the prompt names each board that has a price limit."""
 
 
 class ExecutionRules(BaseModel):
@@ -26,6 +36,10 @@ class ExecutionRules(BaseModel):
     stamp_duty: tuple[tuple[dt.date, float], ...] = Field(
         ((dt.date(1990, 1, 1), 0.001), (dt.date(2023, 8, 28), 0.0005)),
         description="(effective date, rate) on sells; the latest entry on or before T0 applies",
+    )
+    price_limits: tuple[PriceLimit, ...] = Field(
+        PRICE_LIMITS,
+        description="(board, effective date, fraction of the last close); the latest entry on or before T0",
     )
     transfer_fee_rate: float = Field(0.00001, ge=0, description="exchange transfer fee, both sides")
     slippage: float = Field(0.0005, ge=0, lt=0.1, description="buys pay close x (1+s), sells get close x (1-s)")
@@ -51,12 +65,12 @@ class ExecutionRules(BaseModel):
             if self.max_position_weight is not None
             else ""
         )
+        limits = "，".join(f"{BOARD_NAMES[b]}±{f * 100:g}%" for b, f in board_limits(day, self.price_limits).items())
         return (
             f"- 所有订单以T0收盘价成交（买入加{self.slippage:.2%}滑点，卖出减{self.slippage:.2%}滑点），不是开盘前\n"
             f"- 买入须为{self.lot_size}股整数倍；科创板(SH688)至少{self.star_min_shares}股，超出部分可按1股递增\n"
             f"- 卖出须为{self.lot_size}股整数倍，零股可一次性全部卖出；T+1：当日买入的股票当日不能卖出\n"
-            "- 涨跌停：主板±10%，创业板(SZ300/301)±20%（2020-08-24前±10%），科创板±20%；"
-            "收盘涨停不能买入，收盘跌停不能卖出；停牌股票不能交易\n"
+            f"- 涨跌停：{limits}；收盘涨停不能买入，收盘跌停不能卖出；停牌股票不能交易\n"
             f"- 费用：佣金{self.commission_rate:.3%}（最低{self.min_commission:g}元），"
             f"卖出印花税{self.stamp_duty_rate(day):.2%}，过户费{self.transfer_fee_rate:.3%}\n"
             f"{cap}"

@@ -1,4 +1,4 @@
-"""The tool interface and the process-wide tool registry.
+"""The tool interface and the tool registry.
 
 A tool declares its arguments as a pydantic model: the model validates what the LLM sent (unknown
 keys refused) and produces the OpenAI function schema that vLLM and verl accept.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from trade_core.errors import TradeError
-from trade_core.plugins import TradePluginManager, collect, get_manager
+from trade_core.registry import Registry
 
 if TYPE_CHECKING:
     from trade_tools.episode import Episode
@@ -69,11 +69,5 @@ class Tool(ABC):
         }
 
 
-@functools.cache
-def _registered(manager: TradePluginManager) -> dict[str, Tool]:
-    return {name: provided.item for name, provided in collect(manager, "trade_register_tools", "tool").items()}
-
-
-def available_tools(manager: TradePluginManager | None = None) -> dict[str, Tool]:
-    """Every registered tool by name (collected once per manager)."""
-    return _registered(manager or get_manager())
+TOOLS = Registry("trade_register_tools", "tool", Tool)
+"""Every tool the agent can call, by name, in the order the plugins registered them."""

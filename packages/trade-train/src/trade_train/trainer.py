@@ -5,7 +5,6 @@ Planning never starts anything, so ``trade train --dry-run`` shows exactly what 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shlex
@@ -16,15 +15,15 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from trade_core.errors import TradeError
-from trade_core.plugins import TradePluginManager, collect, get_manager
+from trade_core.files import atomic_write
+from trade_core.registry import Registry
 
 
 class TrainSpec(BaseModel):
     """What the user asked for on the command line."""
 
     model: str = Field(description="model folder (HF format) or hub id reachable from the training machine")
-    tasks: Path = Field(description="folder written by `trade data tasks` (train.parquet, val.parquet, manifest.json)")
+    tasks: Path = Field(description="folder written by `trade data tasks` (train.jsonl, val.jsonl, manifest.json)")
     data: Path | None = Field(None, description="dataset the tools read; default: the one in the tasks manifest")
     device: Literal["npu", "gpu"] = "npu"
     nodes: int = Field(1, ge=1)
@@ -42,27 +41,21 @@ class RunPlan(BaseModel):
     run_dir: Path
     command: list[str]
     env: dict[str, str]
-    files: dict[str, str] = Field(description="file name in the run folder -> content")
+    files: dict[str, str | bytes] = Field(description="file name in the run folder -> content (text or binary)")
 
     def write(self) -> None:
         """Write the run folder: the generated files, the resolved command and the environment."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         for name, content in self.files.items():
-            _atomic_write(self.run_dir / name, content)
+            atomic_write(self.run_dir / name, content)
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(self.env.items()))
-        _atomic_write(self.run_dir / "command.sh", f"#!/usr/bin/env bash\n{exports}{shlex.join(self.command)}\n")
-        _atomic_write(self.run_dir / "env.json", json.dumps(self.env, indent=2, sort_keys=True) + "\n")
+        atomic_write(self.run_dir / "command.sh", f"#!/usr/bin/env bash\n{exports}{shlex.join(self.command)}\n")
+        atomic_write(self.run_dir / "env.json", json.dumps(self.env, indent=2, sort_keys=True) + "\n")
 
     def launch(self) -> int:
         """Run the command in the run folder with the plan's environment; returns its exit status."""
         done = subprocess.run(self.command, cwd=self.run_dir, env={**os.environ, **self.env}, check=False)
         return done.returncode
-
-
-def _atomic_write(path: Path, content: str) -> None:
-    staging = path.with_name(f".{path.name}.tmp")
-    staging.write_text(content)
-    os.replace(staging, path)
 
 
 class Trainer(ABC):
@@ -80,13 +73,5 @@ class Trainer(ABC):
         """Validate the plan against the training framework's own schema; a summary on success."""
 
 
-@functools.cache
-def _trainers(manager: TradePluginManager) -> dict[str, Trainer]:
-    return {n: p.item for n, p in collect(manager, "trade_register_trainers", "trainer").items()}
-
-
-def get_trainer(name: str) -> Trainer:
-    trainers = _trainers(get_manager())
-    if name not in trainers:
-        raise TradeError(f"unknown trainer '{name}'", hint=f"valid: {', '.join(sorted(trainers))}")
-    return trainers[name]
+TRAINERS = Registry("trade_register_trainers", "trainer", Trainer)
+"""Every trainer by name (``trade train --trainer NAME``)."""

@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from trade_core.hookspecs import hookimpl
-from trade_core.plugins import TradePluginManager, collect, get_manager, register_hooks
+from trade_core.plugins import TradePluginManager, get_manager
+from trade_core.registry import collect, register_hooks
 
 
 def describe_plugins(manager: TradePluginManager) -> list[dict[str, Any]]:

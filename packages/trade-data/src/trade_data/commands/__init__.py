@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
-
 import click
+
+from trade_core.cli import LazyGroup
+from trade_core.registry import Registry
 
 SUBCOMMANDS = {
     "import": "trade_data.commands.import_:import_command",
@@ -14,37 +15,17 @@ SUBCOMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
-    """A group whose subcommands are ``module:attribute`` strings resolved on first use."""
-
-    def __init__(self, *args: object, lazy: dict[str, str], **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.lazy = lazy
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self.lazy})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.lazy:
-            module, attribute = self.lazy[cmd_name].split(":")
-            return getattr(importlib.import_module(module), attribute)
-        return super().get_command(ctx, cmd_name)
+DATA_COMMANDS = Registry("trade_register_data_commands", "data command", click.Command)
 
 
 class DataGroup(LazyGroup):
     """``trade data``: its own subcommands plus those other packages register for it."""
 
-    def _contributed(self) -> dict[str, click.Command]:
-        from trade_core.plugins import collect, get_manager
-
-        found = collect(get_manager(), "trade_register_data_commands", "data command", expect=click.Command)
-        return {name: provided.item for name, provided in found.items()}
-
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self._contributed()})
+        return sorted({*super().list_commands(ctx), *DATA_COMMANDS.all()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return super().get_command(ctx, cmd_name) or self._contributed().get(cmd_name)
+        return super().get_command(ctx, cmd_name) or DATA_COMMANDS.all().get(cmd_name)
 
 
 @click.group("data", cls=DataGroup, lazy=SUBCOMMANDS)

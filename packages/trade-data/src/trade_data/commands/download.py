@@ -14,10 +14,10 @@ class _SourcesHelp(click.Command):
     """Lists the registered sources under ``--help``: they come from plugins, so the list is built at run time."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from trade_data.sources import available_sources
+        from trade_data.sources import DATA_SOURCES
 
         with formatter.section("Sources"):
-            for source in available_sources().values():
+            for _, source in sorted(DATA_SOURCES.all().items()):
                 formatter.write_text(f"{source.name}: {source.description}")
                 with formatter.indentation():
                     formatter.write(f"{'':{formatter.current_indent}}from {source.origin}\n")  # unwrapped: copyable

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from trade_data.commands import LazyGroup
+from trade_core.cli import LazyGroup
 
 SUBCOMMANDS = {
     "list": "trade_reward.commands.list_:list_command",

@@ -17,10 +17,10 @@ import click
 from trade_core.errors import TradeError
 
 if TYPE_CHECKING:
-    from trade_reward.forward import GroundTruth
     from trade_reward.schemes import RewardScheme
     from trade_tools.episode import Episode, Task
     from trade_tools.portfolio import Fill
+    from trade_tools.records import GroundTruth
 
 CONVENTIONS = (
     "R(p) = sum_k w_k * (V_p(T+k) / V0 - 1) with weights {weights} over the T+1..T+{horizon} closes; "
@@ -86,11 +86,6 @@ def _read_object(path: Path, index: int | None) -> dict[str, Any]:
     return found
 
 
-def _validation_line(error: Any) -> str:
-    first = error.errors()[0]
-    return f"{'.'.join(str(p) for p in first['loc']) or 'value'}: {first['msg']}"
-
-
 def load_task(path: Path, index: int | None) -> tuple[Task, GroundTruth | None]:
     """A Task and the ground truth stored with it.
 
@@ -99,23 +94,22 @@ def load_task(path: Path, index: int | None) -> tuple[Task, GroundTruth | None]:
     """
     from pydantic import ValidationError
 
-    from trade_reward.forward import GroundTruth
+    from trade_core.errors import error_line
     from trade_tools.episode import Task
+    from trade_tools.records import GroundTruth, parse
 
     data = _read_object(path, index)
     try:
         task = Task.model_validate(data["task"] if isinstance(data.get("task"), dict) else data)
     except ValidationError as error:
-        raise TradeError(f"{path}: not a task ({_validation_line(error)})") from None
+        raise TradeError(f"{path}: not a task ({error_line(error)})") from None
     stored = data.get("ground_truth")
     if stored is None:
         return task, None
     try:
-        truth = (
-            GroundTruth.model_validate_json(stored) if isinstance(stored, str) else GroundTruth.model_validate(stored)
-        )
+        truth = parse(GroundTruth, stored)
     except ValidationError as error:
-        raise TradeError(f"{path}: ground_truth is not GroundTruth JSON ({_validation_line(error)})") from None
+        raise TradeError(f"{path}: ground_truth is not GroundTruth JSON ({error_line(error)})") from None
     return task, truth
 
 
@@ -136,12 +130,14 @@ def task_symbols(task: Task) -> list[str]:
 
 
 def play(episode: Episode, actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each action as one assistant turn with one TakeAction call; what it did, as the agent was told."""
-    steps = []
+    """Each action as one assistant turn with one TakeAction call, played as training plays a day (its turn
+    budget included); what it did, as the agent was told."""
+    from trade_tools.day import TradingDay
+
+    day, steps = TradingDay(episode), []
     for arguments in actions:
         before = len(episode.actions)
-        episode.begin_turn()
-        answer = episode.call("TakeAction", arguments)
+        [answer] = day.turn("", [("TakeAction", json.dumps(arguments, ensure_ascii=False))])
         record = episode.actions[-1] if len(episode.actions) > before else None
         if record is None:
             result = "error"
@@ -160,10 +156,9 @@ def play(episode: Episode, actions: list[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def _fill_text(fill: Fill) -> str:
-    fees = fill.commission + fill.stamp_duty + fill.transfer_fee
     return (
         f"{fill.side} {fill.symbol} {fill.shares} @ {fill.price:.3f} (close {fill.close:.2f}), "
-        f"gross {fill.gross:,.2f}, fees {fees:,.2f} (commission {fill.commission:.2f}, stamp duty "
+        f"gross {fill.gross:,.2f}, fees {fill.fees:,.2f} (commission {fill.commission:.2f}, stamp duty "
         f"{fill.stamp_duty:.2f}, transfer {fill.transfer_fee:.2f}), slippage {fill.slippage_cost:,.2f}"
     )
 
@@ -223,7 +218,7 @@ def render(report: dict[str, Any], episode: Episode, truth: GroundTruth) -> str:
         f"scheme     {reward['scheme']} ({settings})",
         f"bucket     {'-' if reward['bucket'] is None else reward['bucket']}",
         f"failure    {reward['failure'] or 'none'}",
-        f"score      {reward['score']:g}" + (f"  (penalty {reward['penalty']:g})" if reward["penalty"] else ""),
+        f"score      {reward['score']:g}",
         "conventions: " + report["conventions"],
     ]
     return "\n".join(lines)

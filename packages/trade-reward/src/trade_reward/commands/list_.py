@@ -16,10 +16,10 @@ def describe_schemes() -> list[dict[str, Any]]:
     """One entry per scheme: name, plugin and distribution, description, settings with defaults."""
     from pydantic_core import PydanticUndefined, to_jsonable_python
 
-    from trade_core.plugins import collect, get_manager
+    from trade_reward.schemes import SCHEMES
 
     entries = []
-    for name, provided in sorted(collect(get_manager(), "trade_register_reward_schemes", "reward scheme").items()):
+    for name, provided in sorted(SCHEMES.provided().items()):
         settings = []
         for field_name, field in provided.item.Settings.model_fields.items():
             default = field.get_default(call_default_factory=True)

@@ -1,4 +1,4 @@
-"""``trade data tasks``: daily training and evaluation samples from a dataset (verl parquet + JSONL)."""
+"""``trade data tasks``: daily training and evaluation samples from a dataset (a trainer-neutral tasks folder)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import click
 DEFAULT_SPLIT = "train=2018-01-01:2023-12-31,val=2024-01-01:2024-12-31,test=2025-01-01:2025-12-31"
 
 
-@click.command("tasks", short_help="Build daily tasks (verl parquet + JSONL) with time splits and an embargo.")
+@click.command("tasks", short_help="Build daily tasks (JSONL per split) with time splits and an embargo.")
 @click.option("--data", type=click.Path(path_type=Path), help="Dataset folder (trade data import/synth).")
 @click.option("--universe", default="csi300", show_default=True, help="Universe the pools are drawn from.")
-@click.option("--out", type=click.Path(path_type=Path), help="Folder for train/val/test .parquet and .jsonl.")
+@click.option("--out", type=click.Path(path_type=Path), help="Folder for train/val/test .jsonl and manifest.json.")
 @click.option("--pool-size", default="10-30", show_default=True, help="Pool size, N or MIN-MAX.")
 @click.option("--per-day", default=1, show_default=True, help="Samples per trading day.")
 @click.option("--seed", default=0, show_default=True, help="Seed; the same seed gives the same tasks.")
@@ -24,9 +24,11 @@ def tasks_command(data: Path | None, universe: str, out: Path | None, pool_size:
     lots (cost basis at the previous close) and cash, the market summary and the rendered prompts.
 
     Splits are by time with an embargo: no sample's T+3 forward window reaches past its split's end.
-    The forward returns go into reward_model.ground_truth only, never into a prompt.
+    The forward returns go into each record's ground_truth only, never into a prompt. Trainers turn the
+    records into their own format (verl-grpo writes verl's parquet rows into its run folder).
     """
-    from trade_reward.tasks import build_tasks, task_stats
+    from trade_reward.tasks import build_tasks
+    from trade_reward.taskstats import task_stats
 
     if stats_dir is not None:
         click.echo(task_stats(stats_dir).to_text())

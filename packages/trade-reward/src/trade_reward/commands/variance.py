@@ -19,7 +19,7 @@ from trade_reward.commands.explain import scheme_from, settings_option, task_sym
 
 if TYPE_CHECKING:
     from trade_data.store import MarketStore
-    from trade_reward.forward import GroundTruth
+    from trade_tools.records import GroundTruth
     from trade_tools.trajectory import Trajectory
 
 CONVENTION = (
@@ -31,7 +31,7 @@ MAX_LISTED = 10
 
 
 class TruthSource:
-    """Ground truth per trajectory: its reward's ``ground_truth`` if stored, else computed from ``data``."""
+    """Ground truth per trajectory: its own if it carries one, else computed from ``data``."""
 
     def __init__(self, data: Path | None) -> None:
         self.data = data
@@ -40,26 +40,14 @@ class TruthSource:
         self.counts: Counter[str] = Counter()
 
     def __call__(self, trajectory: Trajectory, number: int) -> GroundTruth:
-        from pydantic import ValidationError
+        from trade_reward.forward import ground_truth
 
-        from trade_reward.forward import GroundTruth, ground_truth
-
-        stored = (trajectory.reward or {}).get("ground_truth")
-        if stored is not None:
-            try:
-                truth = (
-                    GroundTruth.model_validate_json(stored)
-                    if isinstance(stored, str)
-                    else GroundTruth.model_validate(stored)
-                )
-            except ValidationError as error:
-                raise TradeError(f"trajectory {number} ({trajectory.id}): reward.ground_truth is invalid: "
-                                 f"{error.errors()[0]['msg']}") from None  # fmt: skip
+        if trajectory.ground_truth is not None:
             self.counts["trajectory"] += 1
-            return truth
+            return trajectory.ground_truth
         if self.data is None:
             raise TradeError(
-                f"trajectory {number} ({trajectory.id}) has no reward.ground_truth",
+                f"trajectory {number} ({trajectory.id}) has no ground_truth",
                 hint="pass --data DIR to compute it from the dataset",
             )
         task = trajectory.episode.task
@@ -155,8 +143,8 @@ def variance_command(trajectories: Path, scheme: str, assignments: tuple[str, ..
                      as_json: bool) -> None:  # fmt: skip
     """Score every trajectory in TRAJECTORIES (JSONL) with --scheme, group them, and report zero variance.
 
-    Each trajectory is rescored from its stored Episode and its ground truth (`reward.ground_truth`, or
-    computed from --data), so the numbers do not depend on the scheme it was trained with.
+    Each trajectory is rescored from its stored Episode and its ground truth (its own, or computed from
+    --data), so the numbers do not depend on the scheme it was trained with.
     """
     from trade_reward.outcome import outcome
     from trade_tools.trajectory import read_trajectories

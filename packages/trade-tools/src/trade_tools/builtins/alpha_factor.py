@@ -9,7 +9,6 @@ import re
 import numpy as np
 from pydantic import Field
 
-from trade_tools import text
 from trade_tools.episode import Episode
 from trade_tools.tool import Arguments, Tool, ToolError
 
@@ -121,7 +120,6 @@ class AlphaArgs(Arguments):
         "字段仅限 $open $high $low $close $volume，窗口为1-250的整数"
     )
     symbols: list[str] = Field(description="股票代码列表（须在股票池或持仓中）")
-    period: str = Field("60d", description='兼容参数，如 "60d"（1-250）；因子按自身所需的历史计算')
 
 
 class ComputeAlphaFactor(Tool):
@@ -141,7 +139,6 @@ class ComputeAlphaFactor(Tool):
         if not args.symbols:
             raise ToolError("symbols 不能为空")
         symbols = list(dict.fromkeys(episode.check_symbol(s) for s in args.symbols))
-        text.parse_period(args.period)  # kept for the reference's callers; the factor reads the history it needs
         try:
             name, node = resolve(args.expression)
             check_work(node, len(symbols))

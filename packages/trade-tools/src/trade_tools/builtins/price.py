@@ -9,7 +9,7 @@ from pydantic import Field
 
 from trade_tools import text
 from trade_tools.episode import Episode
-from trade_tools.indicators import DESCRIPTIONS, INDICATORS, PRICE_LEVEL, indicator_table
+from trade_tools.indicators import DESCRIPTIONS, INDICATORS, PRICE_LEVEL, latest
 from trade_tools.tool import Arguments, Tool, ToolError
 
 DEFAULT_INDICATORS = ["MA5", "MA20", "MACD_DIF", "RSI_14", "VOL_20"]
@@ -53,9 +53,9 @@ class GetPriceData(Tool):
         status = []
         if view.is_suspended(symbol):
             status.append(f"今日停牌（最后交易日{text.day(bars.dates[-1])}）")
-        elif view.at_limit_up(symbol):
+        elif view.at_limit_up(symbol, episode.rules.price_limits):
             status.append("今日收盘涨停")
-        elif view.at_limit_down(symbol):
+        elif view.at_limit_down(symbol, episode.rules.price_limits):
             status.append("今日收盘跌停")
         hi, lo = first + int(np.argmax(high[first:])), first + int(np.argmin(low[first:]))
         lines = [
@@ -74,7 +74,7 @@ class GetPriceData(Tool):
             ),
         ]
         if names:
-            values = indicator_table(episode.store).latest(view, symbol, names)
+            values = latest(view, symbol)
             lines.append("技术指标（最新值）：")
             for name in names:
                 value = values[name] * scale if name in PRICE_LEVEL else values[name]

@@ -67,7 +67,7 @@ class TakeAction(Tool):
         if not args.symbol or args.amount is None:
             raise Refused(f"{args.type} 需要 symbol 和 amount")
         symbol = args.symbol.strip().upper()
-        if symbol not in episode.task.pool and symbol not in episode.positions:
+        if not episode.in_pool(symbol):
             raise Refused(f"{shown(symbol)} 不在股票池中")
         return plan_order(
             args.type,

@@ -20,8 +20,17 @@ def day_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--date", "day", required=True, type=ISO_DATE, help="Trading day T0."),
         click.option("--pool", help="Comma-separated stock pool; default: a seeded sample of the universe."),
-        click.option("--holdings", help="Initial holdings SYMBOL=SHARES,...; default: 3 pool stocks, ~10% each."),
-        click.option("--cash", default=1_000_000.0, show_default=True, help="Initial cash, CNY."),
+        click.option(
+            "--holdings",
+            help="Initial holdings SYMBOL=SHARES,...; default: 0-5 pool stocks drawn as in training "
+            "(5-20% of --cash each).",
+        ),
+        click.option(
+            "--cash",
+            default=1_000_000.0,
+            show_default=True,
+            help="Capital, CNY: drawn holdings are bought from it; given holdings come on top.",
+        ),
         click.option("--universe", default="csi300", show_default=True, help="Universe to sample the pool from."),
         click.option(
             "--seed",

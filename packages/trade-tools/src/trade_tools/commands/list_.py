@@ -11,9 +11,9 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the OpenAI function schemas.")
 def list_command(as_json: bool) -> None:
     """List every registered tool with its arguments (schemas as vLLM and verl receive them)."""
-    from trade_core.plugins import collect, get_manager
+    from trade_tools.tool import TOOLS
 
-    tools = collect(get_manager(), "trade_register_tools", "tool")
+    tools = TOOLS.provided()
     if as_json:
         click.echo(json.dumps([p.item.schema() for p in tools.values()], ensure_ascii=False, indent=2))
         return

@@ -42,11 +42,12 @@ def play_command(save: Path | None, data: Path, day: dt.date, pool: str | None, 
     Reads commands from stdin (one per line), so it can be scripted; `quit` or the end of input ends the
     session. Type `help` for the commands. Exit status 1 when the day was left without `stop`.
     """
-    from trade_tools.trajectory import FunctionCall, Message, ToolCall, Trajectory, write_trajectories
+    from trade_tools.day import TradingDay
+    from trade_tools.trajectory import write_trajectories
 
-    episode = open_episode(data, day, pool, holdings, cash, universe, seed)
-    messages = [Message(**m) for m in episode.messages()]
-    for message in messages:
+    trading = TradingDay(open_episode(data, day, pool, holdings, cash, universe, seed))
+    episode = trading.episode
+    for message in trading.messages:
         click.echo(f"===== {message.role.upper()} =====\n{message.content}\n")
     click.echo(_info("help", episode))
     while (line := _read_line()) is not None:
@@ -62,15 +63,10 @@ def play_command(save: Path | None, data: Path, day: dt.date, pool: str | None, 
         except ValueError as error:
             click.echo(f"错误：{error}")
             continue
-        was_open = episode.status == "open"
-        episode.begin_turn()
-        call_id = f"call_{episode.tool_calls}"
-        tool_call = ToolCall(id=call_id, function=FunctionCall(name=name, arguments=arguments))
-        messages.append(Message(role="assistant", tool_calls=[tool_call]))
-        answer = episode.call(name, arguments)
-        messages.append(Message(role="tool", tool_call_id=call_id, name=name, content=answer))
+        was_open = trading.is_open
+        [answer] = trading.turn("", [(name, arguments)])
         click.echo(answer)
-        if was_open and episode.status != "open":
+        if was_open and not trading.is_open:
             click.echo(f"the day is over ({episode.status}): `quit` or end of input (Ctrl-D) leaves", err=True)
     else:
         click.echo("\nend of input: leaving as `quit` does")
@@ -80,9 +76,7 @@ def play_command(save: Path | None, data: Path, day: dt.date, pool: str | None, 
         f"交易成本 {episode.costs_paid():,.2f}）；持仓 {episode.final_holdings() or '空仓'}"
     )
     if save:
-        write_trajectories(
-            save, [Trajectory(task_id=episode.task.task_id, source="play", episode=episode, messages=messages)]
-        )
+        write_trajectories(save, [trading.to_trajectory("play")])
         click.echo(f"trajectory written to {save}")
     if episode.status != "stopped":
         sys.exit(1)

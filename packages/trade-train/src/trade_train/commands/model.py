@@ -65,7 +65,8 @@ def tiny_command(
     if out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
         raise TradeError(f"{out} is not empty and holds no model", hint="choose a new folder")
     try:
-        from trade_train import tiny
+        from trade_train.tiny.model import build_tiny_model
+        from trade_train.tiny.sft import tune_tool_calls
     except ImportError as error:
         raise TradeError(
             f"trade model tiny needs {error.name or 'torch and transformers'}", hint=INSTALL_HINT
@@ -73,8 +74,8 @@ def tiny_command(
     started = time.perf_counter()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}-", dir=out.parent) as scratch:
-        built = tiny.build_tiny_model(Path(scratch) / "model", family, seed=seed, layers=layers, hidden=hidden)
-        report = tiny.tune_tool_calls(built, data, sft_steps, seed=seed) if sft_steps else None
+        built = build_tiny_model(Path(scratch) / "model", family, seed=seed, layers=layers, hidden=hidden)
+        report = tune_tool_calls(built, data, sft_steps, seed=seed) if sft_steps else None
         if out.exists():
             shutil.rmtree(out)
         built.rename(out)

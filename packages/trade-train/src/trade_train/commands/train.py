@@ -50,7 +50,7 @@ def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks:
     import datetime as dt
     import shlex
 
-    from trade_train.trainer import TrainSpec, get_trainer
+    from trade_train.trainer import TRAINERS, TrainSpec
 
     if not model or not tasks:
         raise TradeError("--model and --tasks are required", hint="see `trade train --help`")
@@ -59,7 +59,7 @@ def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks:
         run_dir=run_dir or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S"), logger=loggers,
         tool_format=tool_format, overrides=ctx.meta.get("trade.overrides", ()),
     )  # fmt: skip
-    trainer = get_trainer(trainer_name)
+    trainer = TRAINERS.get(trainer_name)
     plan = trainer.plan(spec)
     plan.write()
     click.echo(f"run folder {plan.run_dir}: {', '.join(sorted([*plan.files, 'command.sh', 'env.json']))}")

@@ -1,13 +1,14 @@
 """``trading_agent``: verl 0.9.1's ToolAgentLoop trading one day through one Episode per trajectory.
 
-The loop opens the row's task (``extra_info.task``) as an Episode after the model's first reply, counts
-every reply as a turn of it, ends the trajectory once ``TakeAction(stop)`` has run, and marks the
-Episode ``truncated`` when the turn budget (``multi_turn.max_assistant_turns``) or the token budget
-(``response_length``) cuts the day short; a reply without a tool call ends the day unstopped. The final
-Episode goes into the output's ``extra_fields["episode"]`` as JSON, which verl's reward managers merge
-into ``extra_info`` for ``trade_reward.verl.compute_score``; the conversation (the prompt, the replies with
-their raw tool-call arguments, the tool texts) goes into ``extra_fields["conversation"]`` for the
-Trajectory records the trainer writes each step.
+The loop opens the row's task (``extra_info.task``) as a :class:`~trade_tools.day.TradingDay` after the
+model's first reply and plays the day through it, as evaluation does: every reply is a turn, the day ends
+once ``TakeAction(stop)`` has run, the turn budget (``multi_turn.max_assistant_turns``) or the token budget
+(``response_length``) truncates it, and a reply without a tool call ends it unstopped. verl runs the tool
+calls (:class:`~trade_train.verl_grpo.tool.TradeTool`); the loop reports the replies, the texts and the
+budgets to the day. The final Episode goes into the output's ``extra_fields["episode"]`` as JSON, which
+verl's reward managers merge into ``extra_info`` for ``compute_score``; the day's conversation (the prompt,
+the replies with their raw tool-call arguments, the tool texts) goes into ``extra_fields["conversation"]``
+for the Trajectory records the trainer writes each step.
 
 Private API of verl 0.9.1 this relies on (pin ``verl==0.9.1``; re-check when moving): the state
 handlers ``ToolAgentLoop._handle_generating_state`` and ``_handle_processing_tools_state``, the
@@ -28,11 +29,11 @@ from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
 
 from trade_core.errors import TradeError
-from trade_reward.tasks import AGENT_NAME
-from trade_tools.episode import Episode, EpisodeSettings, Task
-from trade_tools.tool import available_tools
-from trade_tools.trajectory import Message
-from trade_train.verl_grpo.rollouts import CONVERSATION, EPISODE, reply_message
+from trade_tools.day import TradingDay
+from trade_tools.episode import MAX_TURNS, TOOL_TEXT_LIMIT, Episode, EpisodeSettings, Task
+from trade_tools.tool import TOOLS
+from trade_tools.trajectory import ToolCall
+from trade_train.verl_grpo.schema import AGENT_NAME, CONVERSATION, EPISODE
 from trade_train.verl_grpo.store import market_store
 from trade_train.verl_grpo.tool import TradeTool, episode_in
 
@@ -49,7 +50,7 @@ class TradingAgentLoop(ToolAgentLoop):
                 "the trading agent loop has no trade tool",
                 hint="set actor_rollout_ref.rollout.multi_turn.tool_config_path to a file written by tools_yaml()",
             )
-        registered = available_tools()
+        registered = TOOLS.all()
         unknown = [tool.name for tool in tools if tool.name not in registered]
         if unknown:
             raise TradeError(f"tools.yaml names unregistered tool(s): {', '.join(unknown)}")
@@ -58,18 +59,21 @@ class TradingAgentLoop(ToolAgentLoop):
             raise TradeError(
                 f"multi_turn.max_tool_response_length={self.max_tool_response_length} would cut tool texts "
                 f"of up to {longest} characters",
-                hint=f"set actor_rollout_ref.rollout.multi_turn.max_tool_response_length={max(4096, longest)}",
+                hint="set actor_rollout_ref.rollout.multi_turn.max_tool_response_length="
+                f"{max(TOOL_TEXT_LIMIT, longest)}",
             )
         self.data = tools[0].data
         # Every one of max_assistant_turns replies may act, as every one of the Episode's max_turns does in
         # evaluation. verl's own check would end the loop at the last reply before running its tool calls,
-        # so the Episode keeps the budget and verl's check is switched off.
+        # so the TradingDay keeps the budget and verl's check is switched off.
         self.settings = EpisodeSettings(
-            tools=tuple(tool.name for tool in tools),
-            max_turns=self.max_assistant_turns or EpisodeSettings().max_turns,
+            tools=tuple(tool.name for tool in tools), max_turns=self.max_assistant_turns or MAX_TURNS
         )
         self.max_assistant_turns = None
         self.task: Task | None = None
+        self.day: TradingDay | None = None
+        self.calls: list[ToolCall] = []
+        """The last reply's calls, as the day recorded them."""
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         # The row's extra_info reaches only run(), not AgentData; verl builds one loop per trajectory, so the
@@ -80,56 +84,59 @@ class TradingAgentLoop(ToolAgentLoop):
         self.task = Task.model_validate_json(task)
         output = await super().run(sampling_params, **kwargs)
         output.extra_fields[EPISODE] = episode_in(output.extra_fields).model_dump_json()
-        output.extra_fields[CONVERSATION] = json.dumps(output.extra_fields.get(CONVERSATION, []), ensure_ascii=False)
+        assert self.day is not None, "the Episode is the day's"
+        conversation = [message.model_dump(exclude_none=True) for message in self.day.messages]
+        output.extra_fields[CONVERSATION] = json.dumps(conversation, ensure_ascii=False)
         return output
 
-    def _episode(self, agent_data: AgentData) -> Episode:
-        """The trajectory's Episode, opened on first use.
+    def _day(self, agent_data: AgentData, seen: int) -> TradingDay:
+        """The trajectory's day, opened on first use with the row's prompt (the first ``seen`` messages).
 
         First use is after the first reply: verl 0.9.1 copies the LLM server's extra_fields into
-        ``agent_data.extra_fields`` only while that dict is empty.
+        ``agent_data.extra_fields`` only while that dict is empty. The Episode goes there for the TradeTools.
         """
-        if EPISODE not in agent_data.extra_fields:
+        if self.day is None:
             assert self.task is not None, "run() sets the task before any state handler"
             episode = Episode.start(self.task, market_store(self.data), settings=self.settings)
+            self.day = TradingDay(episode, prompt=agent_data.messages[:seen])
             agent_data.extra_fields[EPISODE] = episode
-        return episode_in(agent_data.extra_fields)
+        return self.day
 
     async def _handle_generating_state(
         self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
     ) -> AgentState:
         seen = len(agent_data.messages)
         state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
-        episode = self._episode(agent_data)
-        episode.begin_turn()
-        self._record_reply(agent_data, seen, episode.turns)
+        day = self._day(agent_data, seen)
+        self.calls = day.reply(*self._reply(agent_data, seen))
         if state is AgentState.TERMINATED:
             # verl 0.9.1 ends here for the token budget, max_user_turns, or a reply with no tool call.
             if len(agent_data.response_mask) >= self.response_length:
-                episode.end("truncated", f"超过{self.response_length}个token的回复预算")
+                day.out_of_tokens(self.response_length)
             elif self.max_user_turns and agent_data.user_turns >= self.max_user_turns:
-                episode.end("truncated", f"超过{self.max_user_turns}轮工具调用仍未停止")
+                day.out_of_tool_turns(self.max_user_turns)
             else:
-                episode.end("failed", "回复中没有工具调用")
+                day.no_call()
         return state
 
     async def _handle_processing_tools_state(self, agent_data: AgentData) -> AgentState:
         seen = len(agent_data.messages)
         state = await super()._handle_processing_tools_state(agent_data)
-        episode = episode_in(agent_data.extra_fields)
-        self._record_tool_texts(agent_data, seen, episode.turns)
-        if episode.status != "open":  # TakeAction(stop) ran
+        assert self.day is not None, "a reply came first"
+        for message, call in zip(agent_data.messages[seen:], self.calls, strict=False):
+            text = message.get("content")
+            self.day.answer(call, text if isinstance(text, str) else "")
+        if not self.day.is_open:  # TakeAction(stop) ran
             return AgentState.TERMINATED
         if state is AgentState.TERMINATED:  # verl 0.9.1: the tool texts did not fit in response_length
-            episode.end("truncated", f"超过{self.response_length}个token的回复预算")
-        elif episode.turns >= episode.settings.max_turns:
-            episode.end("truncated", f"超过{episode.settings.max_turns}轮仍未停止")
+            self.day.out_of_tokens(self.response_length)
+        elif not self.day.end_turn():
             return AgentState.TERMINATED
         return state
 
-    def _record_reply(self, agent_data: AgentData, seen: int, turn: int) -> None:
-        """The reply as a Message. One without a parsed tool call (cut by a budget, or its call was not valid
-        JSON, which verl's parser drops) keeps the text exactly as the model wrote it."""
+    def _reply(self, agent_data: AgentData, seen: int) -> tuple[str, list[tuple[str, str]]]:
+        """The reply's text and calls. One without a parsed tool call (cut by a budget, or its call was not
+        valid JSON, which verl's parser drops) keeps the text exactly as the model wrote it."""
         parsed = len(agent_data.messages) > seen and agent_data.tool_calls
         if parsed:
             content = agent_data.messages[seen].get("content") or ""
@@ -138,20 +145,7 @@ class TradingAgentLoop(ToolAgentLoop):
             content, calls = self.tokenizer.decode(agent_data.response_ids), []
         for token in self.tokenizer.all_special_tokens:
             content = content.replace(token, "")
-        conversation = agent_data.extra_fields.setdefault(CONVERSATION, [])
-        if not conversation:  # what the model saw first: the row's prompt
-            prompt = agent_data.messages[:seen]
-            conversation += [Message.model_validate(m).model_dump(exclude_none=True) for m in prompt]
-        conversation.append(reply_message(content, calls, turn).model_dump(exclude_none=True))
-
-    def _record_tool_texts(self, agent_data: AgentData, seen: int, turn: int) -> None:
-        calls = agent_data.tool_calls[: self.max_parallel_calls]
-        for i, (message, call) in enumerate(zip(agent_data.messages[seen:], calls, strict=False)):
-            text = message.get("content")
-            agent_data.extra_fields[CONVERSATION].append(
-                {"role": "tool", "content": text if isinstance(text, str) else "", "tool_call_id": f"call_{turn}_{i}",
-                 "name": call.name}
-            )  # fmt: skip
+        return content, calls
 
     async def _call_tool(
         self, tool_call: FunctionCall, tools_kwargs: dict[str, Any], agent_data: AgentData

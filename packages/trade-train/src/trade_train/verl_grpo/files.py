@@ -11,9 +11,9 @@ from pathlib import Path
 import yaml
 
 from trade_core.errors import TradeError
-from trade_reward.tasks import AGENT_NAME
 from trade_tools.episode import EpisodeSettings
-from trade_tools.tool import available_tools
+from trade_tools.tool import TOOLS
+from trade_train.verl_grpo.schema import AGENT_NAME
 
 TOOL_CLASS = "trade_train.verl_grpo.tool.TradeTool"
 LOOP_CLASS = "trade_train.verl_grpo.agent_loop.TradingAgentLoop"
@@ -24,7 +24,7 @@ def tools_yaml(data: Path, tools: list[str] | None = None) -> str:
 
     ``tools`` defaults to the Episode's default tool set, the one the task prompts and evaluation use.
     """
-    registered = available_tools()
+    registered = TOOLS.all()
     names = list(EpisodeSettings().tools if tools is None else tools)
     unknown = [name for name in names if name not in registered]
     if unknown:

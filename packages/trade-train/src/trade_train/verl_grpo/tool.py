@@ -20,7 +20,7 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from trade_core.errors import TradeError
 from trade_tools.episode import Episode
-from trade_train.verl_grpo.rollouts import EPISODE
+from trade_train.verl_grpo.schema import EPISODE
 from trade_train.verl_grpo.store import market_store
 
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from trade_core.errors import TradeError
+from trade_tools.episode import MAX_TURNS, TOOL_TEXT_LIMIT
 from trade_train.trainer import RunPlan, Trainer, TrainSpec
 
 FORMATS = {"qwen3": "hermes", "qwen3_5": "qwen3_coder", "qwen3_5_moe": "qwen3_coder"}
@@ -80,17 +81,34 @@ def tool_format(model: str) -> str:
     return "qwen3_coder" if "qwen3.5" in model.lower() or "qwen3_5" in model.lower() else "hermes"
 
 
-def _tasks(spec: TrainSpec) -> tuple[Path, Path, Path]:
+SPLITS = ("train", "val")
+"""The tasks folder's splits verl trains and validates on."""
+ENTRY = "trade_train.verl_grpo.main"
+"""The module ``trade train`` runs: verl's ``main_ppo`` with the trading metrics."""
+
+
+def _tasks(spec: TrainSpec) -> tuple[dict[str, bytes], Path]:
+    """verl's parquet file of each split in ``SPLITS``, and the dataset the tools read (absolute)."""
+    from trade_reward.taskfolder import read_manifest, read_records
+    from trade_train.verl_grpo.schema import parquet
+
     tasks = spec.tasks.resolve()
-    for name in ("train.parquet", "val.parquet", "manifest.json"):
-        if not (tasks / name).is_file():
-            raise TradeError(f"{tasks} has no {name}", hint="build tasks with `trade data tasks --data DIR --out DIR`")
-    data = spec.data or Path(json.loads((tasks / "manifest.json").read_text())["dataset"])
+    manifest = read_manifest(tasks)
+    named = {s.name for s in manifest.splits}
+    for split in SPLITS:
+        if split not in named:
+            raise TradeError(f"{tasks} has no {split} split", hint="build tasks with `trade data tasks --split ...`")
+    data = spec.data or Path(manifest.dataset)
     if not data.is_absolute() and spec.data is None:
         data = (Path.cwd() / data).resolve()
     if not (data / "calendars" / "day.txt").is_file():
         raise TradeError(f"dataset {data} not found", hint="pass --data DIR (the dataset the tasks were built from)")
-    return tasks / "train.parquet", tasks / "val.parquet", data.resolve()
+    return {f"{split}.parquet": parquet(read_records(tasks, split)) for split in SPLITS}, data.resolve()
+
+
+def hydra_overrides(command: list[str]) -> list[str]:
+    """The Hydra overrides of a planned command: everything after ``-m ENTRY``."""
+    return command[command.index(ENTRY) + 1 :]
 
 
 class VerlGRPO(Trainer):
@@ -98,21 +116,21 @@ class VerlGRPO(Trainer):
     description = "GRPO with verl 0.9.1 on Ray (vLLM or vLLM-Ascend rollout), the trading agent loop and our reward"
 
     def plan(self, spec: TrainSpec) -> RunPlan:
-        from trade_reward import verl as reward_module
         from trade_reward.schemes import get_scheme
+        from trade_train.verl_grpo import schema
         from trade_train.verl_grpo.files import agent_loops_yaml, tools_yaml
 
         get_scheme(spec.reward)  # an unknown scheme fails now, not on the cluster
         check_loggers(spec.logger)
-        train, val, data = _tasks(spec)
+        rows, data = _tasks(spec)
         model = model_path(spec.model)
         run_dir = spec.run_dir.resolve()
         env, preset = PRESETS[spec.device]
         loggers = ",".join(f'"{name}"' for name in spec.logger)
         overrides = [
             "algorithm.adv_estimator=grpo",
-            f"data.train_files={train}",
-            f"data.val_files={val}",
+            f"data.train_files={run_dir / 'train.parquet'}",
+            f"data.val_files={run_dir / 'val.parquet'}",
             "data.train_batch_size=32",
             "data.max_prompt_length=4096",
             "data.max_response_length=8192",
@@ -130,12 +148,12 @@ class VerlGRPO(Trainer):
             "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
             "actor_rollout_ref.rollout.multi_turn.enable=True",
             f"actor_rollout_ref.rollout.multi_turn.format={spec.tool_format or tool_format(spec.model)}",
-            "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=16",
-            "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=4096",
+            f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={MAX_TURNS}",
+            f"actor_rollout_ref.rollout.multi_turn.max_tool_response_length={TOOL_TEXT_LIMIT}",
             f"actor_rollout_ref.rollout.multi_turn.tool_config_path={run_dir / 'tools.yaml'}",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={run_dir / 'agent_loops.yaml'}",
-            "actor_rollout_ref.rollout.agent.default_agent_loop=trading_agent",
-            f"reward.custom_reward_function.path={Path(reward_module.__file__).resolve()}",
+            f"actor_rollout_ref.rollout.agent.default_agent_loop={schema.AGENT_NAME}",
+            f"reward.custom_reward_function.path={Path(schema.__file__).resolve()}",
             "reward.custom_reward_function.name=compute_score",
             f"+reward.custom_reward_function.reward_kwargs.scheme={spec.reward}",
             f"trainer.n_gpus_per_node={spec.gpus_per_node}",
@@ -153,9 +171,10 @@ class VerlGRPO(Trainer):
         ]
         return RunPlan(
             run_dir=run_dir,
-            command=[sys.executable, "-m", "trade_train.verl_grpo.main", *overrides],
+            command=[sys.executable, "-m", ENTRY, *overrides],
             env=dict(env),
             files={
+                **rows,
                 "tools.yaml": tools_yaml(data),
                 "agent_loops.yaml": agent_loops_yaml(),
                 "spec.json": spec.model_dump_json(indent=2) + "\n",
@@ -168,7 +187,7 @@ class VerlGRPO(Trainer):
                 "verl is not installed here, so the config cannot be validated",
                 hint="pip install 'trade-train[gpu]' or 'trade-train[npu]' (CPU: torch==2.13.0 + 'trade-train[verl]')",
             )
-        overrides = plan.command[3:]
+        overrides = hydra_overrides(plan.command)
         done = subprocess.run(
             [sys.executable, "-m", "trade_train.verl_grpo.compose", *overrides],
             capture_output=True, text=True, cwd=plan.run_dir, check=False,

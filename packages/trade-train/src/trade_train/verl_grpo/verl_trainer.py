@@ -27,7 +27,8 @@ from verl.trainer.ppo import v1
 from verl.trainer.ppo.v1 import trainer_base
 
 from trade_tools.trajectory import write_trajectories
-from trade_train.verl_grpo.rollouts import EPISODE, Rollout, step_metrics
+from trade_train.verl_grpo.rollouts import Rollout, step_metrics
+from trade_train.verl_grpo.schema import EPISODE
 
 
 def rollouts_in(batch: KVBatchMeta) -> list[Rollout]:
