@@ -124,8 +124,9 @@ class Episode(BaseModel):
         Errors are texts too, never raised, and the budget holds for them as for any answer.
         """
         self.tool_calls += 1
+        tool = TOOLS.all().get(name) if isinstance(name, str) and name in self.settings.tools else None
         try:
-            text = self._dispatch(name, arguments)
+            text = self._dispatch(name, tool, arguments)
         except ToolError as error:
             self.tool_errors += 1
             text = f"错误：{error.one_line()}"
@@ -134,18 +135,15 @@ class Episode(BaseModel):
             self.tool_errors += 1
             log.exception("tool.internal_error", tool=shown(name), task=self.task.task_id)
             text = f"错误：工具内部错误（{type(error).__name__}），请换一种调用"
-        tool = TOOLS.all().get(name)
         budget = self.settings.char_budgets.get(name) or (tool.budget if tool else Tool.budget)
         marker = "\n…（已截断）"
         return text if len(text) <= budget else text[: budget - len(marker)] + marker
 
-    def _dispatch(self, name: str, arguments: str | dict[str, Any] | None) -> str:
+    def _dispatch(self, name: str, tool: Tool | None, arguments: str | dict[str, Any] | None) -> str:
         if self.status != "open":
             raise ToolError(f"本交易日已结束（{STATUS_TEXT[self.status]}），不能再调用工具")
-        tools = TOOLS.all()
-        if name not in self.settings.tools or name not in tools:
+        if tool is None:
             raise ToolError(f"未知工具 {shown(name)!r}，可用工具：{', '.join(self.settings.tools)}")
-        tool = tools[name]
         if arguments is None or arguments == "":
             arguments = {}
         if isinstance(arguments, str):
