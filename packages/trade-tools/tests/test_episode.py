@@ -35,6 +35,7 @@ def test_json_round_trip_keeps_state_and_answers_alike(open_day, real_store: Mar
 
 MALFORMED = [
     ("nope", "{}", "未知工具 'nope'"),
+    (["get_price_data"], "{}", "未知工具 \"['get_price_data']\""),  # a parser handing over a non-string name
     ("get_price_data", "{symbol: SH600519}", "参数不是合法的JSON"),
     ("get_price_data", "[1, 2]", "参数必须是JSON对象"),
     ("get_price_data", '{"symbol": 600519}', "参数 symbol 无效"),

@@ -124,7 +124,8 @@ class Episode(BaseModel):
         Errors are texts too, never raised, and the budget holds for them as for any answer.
         """
         self.tool_calls += 1
-        tool = TOOLS.all().get(name) if isinstance(name, str) and name in self.settings.tools else None
+        name = name if isinstance(name, str) else repr(name)  # a parser may hand over anything
+        tool = TOOLS.all().get(name) if name in self.settings.tools else None
         try:
             text = self._dispatch(name, tool, arguments)
         except ToolError as error:
