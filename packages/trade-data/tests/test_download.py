@@ -115,6 +115,7 @@ def test_tar_converts_into_a_dataset(tmp_path: Path) -> None:
     _check_converted(out, "qlib-community")
 
 
+@pytest.mark.qlib
 def test_converted_dataset_reads_in_qlib(tmp_path: Path) -> None:
     pytest.importorskip("qlib")
     out = download("qlib-cn", tmp_path / "out", from_file=_zip(tmp_path))

@@ -59,6 +59,7 @@ def test_cli_import_prints_info(sample_data: Path, tmp_path: Path) -> None:
     assert info.code == 0 and "real market data" in info.out
 
 
+@pytest.mark.qlib
 def test_pyqlib_reads_back_the_source_rows(real_dataset: Path, real_table: pd.DataFrame) -> None:
     qlib = pytest.importorskip("qlib")
     from qlib.data import D

@@ -16,7 +16,6 @@ from trade_tools.alpha import alpha158, columns_at, evaluate, resolve, value_at_
 from trade_tools.expression import WINDOWED, ExpressionError, Node, ema_tail, lookback, parse_expression
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("qlib", reason="the engine is checked against pyqlib (trade-tools[qlib])")
 
 T0S = ("2019-06-28", "2021-11-15", "2024-06-14")
 RTOL, ATOL = 1e-4, 1e-6  # Qlib computes in float32
@@ -97,6 +96,7 @@ def _qlib_features(provider: Path, symbols: list[str], expressions: list[str], e
 @pytest.fixture(scope="module")
 def alpha_texts() -> dict[str, str]:
     """Alpha158's own expression strings (what Qlib is given), by factor name, without VWAP0."""
+    pytest.importorskip("qlib", reason="the engine is checked against pyqlib (trade-data[qlib])")
     from qlib.contrib.data.loader import Alpha158DL
 
     fields, names = Alpha158DL.get_feature_config()
@@ -137,6 +137,7 @@ def _mismatches(
     return found
 
 
+@pytest.mark.qlib
 def test_alpha158_at_t0_equals_qlib(
     real_store: MarketStore, real_qlib: pd.DataFrame, alpha_texts: dict[str, str]
 ) -> None:
@@ -149,12 +150,14 @@ def test_alpha158_at_t0_equals_qlib(
         assert _mismatches(real_store, t0, pool, table, frame) == [], t0
 
 
+@pytest.mark.qlib
 def test_custom_expressions_at_t0_equal_qlib(real_store: MarketStore, real_qlib: pd.DataFrame) -> None:
     nodes = {text: parse_expression(text) for text in CUSTOM}
     for t0 in T0S:
         assert _mismatches(real_store, t0, _pool(real_store, t0), nodes, real_qlib) == [], t0
 
 
+@pytest.mark.qlib
 def test_nan_gaps_match_qlib_on_every_day(gapped: Path, alpha_texts: dict[str, str]) -> None:
     """With gaps Qlib's NaN rules show: argmax picks a NaN, WMA/Rank/Corr skip them, comparisons count them."""
     store = MarketStore.load(gapped)
@@ -172,6 +175,7 @@ def test_nan_gaps_match_qlib_on_every_day(gapped: Path, alpha_texts: dict[str, s
             assert all(residue), (name, symbol, theirs.index[bad][:3])
 
 
+@pytest.mark.qlib
 def test_lookback_is_qlib_window(real_qlib: pd.DataFrame, alpha_texts: dict[str, str]) -> None:
     """Our rows before T0 equal Qlib's left extension, except Delta (Qlib loads one row short) and EMA.
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from trade_data.store import MarketStore
-from trade_tools.alpha import alpha158
+from trade_tools.alpha import alpha158, alpha158_expressions
 from trade_tools.episode import Episode, EpisodeSettings, Task
 from trade_tools.indicators import INDICATORS
 from trade_tools.tool import TOOLS
@@ -58,15 +58,12 @@ def test_alpha_description_gives_every_family_its_direction() -> None:
 
 
 def test_every_alpha158_result_shows_its_formula_and_meaning(open_day) -> None:  # type: ignore[no-untyped-def]
-    from qlib.contrib.data.loader import Alpha158DL
-
-    formulas = dict(zip(*reversed(Alpha158DL.get_feature_config()), strict=True))
     day = open_day("2024-06-14", POOL)
     for name in alpha158():
         text = day.call("compute_alpha_factor", {"expression": name.lower(), "symbols": POOL[:1]})
         header, meaning = text.splitlines()[:2]
         assert header.startswith(f"## Alpha158因子 {name}（"), text
-        assert meaning.startswith(f"公式：{formulas[name]}；含义：") and len(meaning) < 250, meaning
+        assert meaning.startswith(f"公式：{alpha158_expressions()[name]}；含义：") and len(meaning) < 250, meaning
         assert not ENGLISH.findall(meaning.split("；含义：")[1]), meaning
 
 

@@ -22,7 +22,7 @@ WORD = re.compile(r"[A-Za-z]{2,}")
 # Names the model itself writes may stay Latin: tools, arguments, fields, operators, indicators, factors.
 NAMES = set(WORD.findall(" ".join([*TOOLS.all(), *OPERATORS, *FIELDS, *INDICATORS, *alpha158(), "Alpha", "JSON"])))
 NAMES |= {key for tool in TOOLS.all().values() for key in tool.arguments.model_fields}
-NAMES |= {"buy", "sell", "stop", "true", "false", "pip", "install", "pyqlib"}
+NAMES |= {"buy", "sell", "stop", "true", "false"}
 
 
 def english(text: str) -> list[str]:

@@ -16,8 +16,10 @@ at T0 touches only the trailing ``lookback(node) + 1`` rows, vectorised across s
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import resources
 
 import numpy as np
 import pandas as pd
@@ -71,18 +73,24 @@ def columns_at(view: PointInTimeView, symbols: Sequence[str], rows: int | None =
 
 
 @functools.cache
+def alpha158_expressions() -> dict[str, str]:
+    """All of Alpha158 as Qlib's config writes it (VWAP0 too), name -> expression, in Qlib's order.
+
+    Read from the table trade-tools ships, ``alpha158.json``: pyqlib's own definitions, written by
+    scripts/alpha158_table.py, so that neither Qlib nor its dependencies are needed here.
+    """
+    table = resources.files("trade_tools").joinpath("alpha158.json").read_text(encoding="utf-8")
+    return json.loads(table)["factors"]
+
+
+@functools.cache
 def alpha158() -> dict[str, Node]:
-    """Alpha158's factors parsed from Qlib's own definitions, without VWAP0 (there is no vwap data)."""
-    try:
-        from qlib.contrib.data.loader import Alpha158DL
-    except ImportError as exc:
-        raise ExpressionError("Alpha158因子名需要安装 pyqlib", hint="pip install pyqlib==0.9.7") from exc
-    fields, names = Alpha158DL.get_feature_config()
-    return {name: parse_expression(text) for text, name in zip(fields, names, strict=True) if "$vwap" not in text}
+    """Alpha158's factors parsed, without VWAP0 (there is no vwap data)."""
+    return {name: parse_expression(text) for name, text in alpha158_expressions().items() if "$vwap" not in text}
 
 
 def __getattr__(name: str) -> object:
-    """``ALPHA158`` is built on first use: importing Qlib's loader takes about a second."""
+    """``ALPHA158`` is built on first use, so importing this module reads and parses nothing."""
     if name == "ALPHA158":
         return alpha158()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 
@@ -105,15 +104,6 @@ def _meaning(name: str) -> str:
     return _MEANINGS[family].format(d=window)
 
 
-@functools.cache
-def _formulas() -> dict[str, str]:
-    """Alpha158's expressions as Qlib's config writes them (what the model would type itself)."""
-    from qlib.contrib.data.loader import Alpha158DL
-
-    fields, names = Alpha158DL.get_feature_config()
-    return dict(zip(names, fields, strict=True))
-
-
 class AlphaArgs(Arguments):
     expression: str = Field(
         description='Alpha158因子名（如 ROC20、KMID、RSQR60）或Qlib表达式，如 "Mean($close,5)/$close"；'
@@ -133,7 +123,7 @@ class ComputeAlphaFactor(Tool):
     budget = 1200
 
     def run(self, episode: Episode, args: AlphaArgs) -> str:
-        from trade_tools.alpha import columns_at, lookback, resolve, value_at_t0
+        from trade_tools.alpha import alpha158_expressions, columns_at, lookback, resolve, value_at_t0
         from trade_tools.expression import ExpressionError, check_work
 
         if not args.symbols:
@@ -151,7 +141,7 @@ class ComputeAlphaFactor(Tool):
         label = f"Alpha158因子 {name}" if name else f"表达式 {args.expression.strip()}"
         lines = [f"## {label}（截至{episode.view.date}收盘，按取值从高到低）"]
         if name:
-            lines.append(f"公式：{_formulas()[name]}；含义：{_meaning(name)}")
+            lines.append(f"公式：{alpha158_expressions()[name]}；含义：{_meaning(name)}")
         for rank, i in enumerate(order, start=1):
             shown = "无数据（停牌或历史不足）" if np.isnan(values[i]) else f"{values[i]:.6g}"
             lines.append(f"{rank}. {symbols[i]}: {shown}")
