@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import unicodedata
 from pathlib import Path
 
@@ -180,15 +179,6 @@ def test_cli_builds_the_folder_and_refuses_bad_requests(model_dir: Path, tmp_pat
     assert "only used for fine-tuning" in str(refused.exception)
     for args in (["--help"], ["tiny", "--help"]):
         assert runner.invoke(model_group, args).exit_code == 0
-
-
-def test_missing_torch_is_one_line_with_the_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in [name for name in sys.modules if name.startswith("trade_train.tiny")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.delattr(trade_train, "tiny")
-    monkeypatch.setitem(sys.modules, "torch", None)
-    result = CliRunner().invoke(model_group, ["tiny", "--out", str(tmp_path / "m")])
-    assert str(result.exception) == "trade model tiny needs torch (pip install 'trade-train[tiny]' torch==2.13.0)"
 
 
 def test_tuning_is_deterministic(tmp_path: Path, market: Path) -> None:

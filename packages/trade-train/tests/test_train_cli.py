@@ -27,21 +27,12 @@ needs_verl = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def tasks(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from trade_reward.tasks import build_tasks
-
-    out = tmp_path_factory.mktemp("tasks") / "tasks"
-    build_tasks(real_dataset, out, split="train=2024-06-03:2024-06-28,val=2024-07-08:2024-07-31", pool_size="10-12")
-    return out
-
-
 @pytest.mark.skipif(importlib.util.find_spec("swanlab") is not None, reason="checks a missing logger package")
 def test_a_logger_whose_package_is_missing_fails_before_launch(tasks: Path, tmp_path: Path) -> None:
-    run = run_trade("train", "--model", "m", "--tasks", str(tasks), "--logger", "console", "--logger", "swanlab",
-                    "--run-dir", str(tmp_path / "run"))  # fmt: skip
-    assert run.code == 2
-    assert run.err.strip() == "error: --logger swanlab needs the swanlab package (pip install swanlab)"
+    run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--logger", "console",
+                    "--logger", "swanlab", "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    assert run.code == 2  # then the device stack's lines: this machine has no NPU stack
+    assert run.err.splitlines()[0] == "error: --logger swanlab needs the swanlab package (pip install swanlab)"
     assert not (tmp_path / "run").exists()
 
 
@@ -52,13 +43,14 @@ def test_help_works_without_verl() -> None:
 
 
 def test_missing_arguments_and_unknown_names_are_one_line(tasks: Path, tmp_path: Path) -> None:
-    run_dir = ["--run-dir", str(tmp_path / "run")]
+    run_dir = ["--run-dir", str(tmp_path / "run"), "--dry-run"]  # a launch would add the device stack's lines
+    m = "Qwen/Qwen3-4B"  # a hub id: nothing to check here, so each case has one problem
     for args, expected in [
         (run_dir, "--model and --tasks are required"),
-        (["--model", "m", "--tasks", str(tmp_path), *run_dir], "is not a tasks folder (no manifest.json)"),
-        (["--model", "m", "--tasks", str(tasks), "--trainer", "ppo-magic", *run_dir], "unknown trainer 'ppo-magic'"),
-        (["--model", "m", "--tasks", str(tasks), "--reward", "sharpe", *run_dir], "unknown reward scheme 'sharpe'"),
-        (["--model", "m", "--tasks", str(tasks), "--logger", "neptune", *run_dir], "unknown logger 'neptune'"),
+        (["--model", m, "--tasks", str(tmp_path), *run_dir], "is not a tasks folder (no manifest.json)"),
+        (["--model", m, "--tasks", str(tasks), "--trainer", "ppo-magic", *run_dir], "unknown trainer 'ppo-magic'"),
+        (["--model", m, "--tasks", str(tasks), "--reward", "sharpe", *run_dir], "unknown reward scheme 'sharpe'"),
+        (["--model", m, "--tasks", str(tasks), "--logger", "neptune", *run_dir], "unknown logger 'neptune'"),
         (["export", str(tmp_path), "--out", str(tmp_path / "hf")], "holds no verl checkpoint"),
     ]:
         run = run_trade("train", *args)
@@ -153,8 +145,9 @@ def test_verl_loads_compute_score_from_the_planned_path(tasks: Path, real_store:
 @needs_verl
 @pytest.mark.parametrize("dry_run", [["--dry-run"], []], ids=["dry-run", "launch"])
 def test_verl_rejects_a_wrong_override_in_one_line(dry_run: list[str], tasks: Path, tmp_path: Path) -> None:
+    # trainer.device=cpu: the launch's preflight then checks the CPU stack, the one installed here
     run = run_trade("train", "--model", "Qwen/Qwen3.5-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"),
-                    *dry_run, "--", "trainer.no_such_key=1")  # fmt: skip
+                    *dry_run, "--", "trainer.device=cpu", "trainer.no_such_key=1")  # fmt: skip
     assert run.code == 2 and "verl rejects the config" in run.err and len(run.err.strip().splitlines()) == 1
     assert "launching" not in run.out  # checked before anything starts
     assert "multi_turn.format=qwen3_coder" in (tmp_path / "r" / "command.sh").read_text()  # Qwen3.5 -> XML tool calls
@@ -187,13 +180,11 @@ def test_override_types_are_checked_against_what_verl_declares(override: str, ex
 
 
 def test_a_model_folder_that_is_not_there_fails_before_anything_is_written(tasks: Path, tmp_path: Path) -> None:
-    (tmp_path / "empty").mkdir()
     hint = "(pass a Hugging Face model folder or a hub id ORG/NAME)"
     for model, problem in [
         ("/models/Qwen3-4B", "does not exist"),
         ("./Qwen3-4B", "does not exist"),
         ("Qwen3-4B", "does not exist"),
-        (str(tmp_path / "empty"), "has no config.json"),
     ]:
         run = run_trade("train", "--model", model, "--tasks", str(tasks), "--run-dir", str(tmp_path / "run"),
                         "--dry-run", cwd=tmp_path)  # fmt: skip
@@ -205,6 +196,7 @@ def test_a_relative_model_folder_reaches_verl_as_an_absolute_path(tasks: Path, t
     """verl runs in the run folder, where a path relative to the user's folder would name nothing."""
     (tmp_path / "tiny").mkdir()
     (tmp_path / "tiny" / "config.json").write_text('{"model_type": "qwen3"}')
+    (tmp_path / "tiny" / "tokenizer.json").write_text("{}")
     run_trade("train", "--model", "tiny", "--tasks", str(tasks), "--run-dir", "run", "--dry-run", cwd=tmp_path)
     assert f"actor_rollout_ref.model.path={tmp_path / 'tiny'} " in (tmp_path / "run" / "command.sh").read_text()
 
@@ -214,6 +206,7 @@ def test_dry_run_without_verl_writes_the_plan_and_says_what_to_install(tasks: Pa
     run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"),
                     "--dry-run")  # fmt: skip
     assert run.code == 2 and run.err.strip().startswith("error: verl is not installed here")
+    assert run.err.strip().endswith("pip install 'trade-train[verl]')")  # a CPU check: no GPU or NPU extra
     assert "trade_train.verl_grpo.main" in run.out and (tmp_path / "r" / "tools.yaml").is_file()
 
 

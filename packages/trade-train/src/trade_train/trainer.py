@@ -1,4 +1,4 @@
-"""The trainer interface: a run is planned (files, command, environment), checked, then launched.
+"""The trainer interface: a run is preflighted, planned (files, command, environment), checked, then launched.
 
 Planning never starts anything, so ``trade train --dry-run`` shows exactly what a real run would do.
 """
@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
+from trade_core.errors import TradeError
 from trade_core.files import atomic_write
 from trade_core.registry import Registry
 
@@ -63,6 +64,16 @@ class Trainer(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str]
+
+    def preflight(self, spec: TrainSpec, *, launch: bool) -> list[TradeError]:
+        """Every problem that would stop the run, found before anything is written or started; none: go ahead.
+
+        A dry run and a launch run it alike; ``launch`` adds what only the machine that trains needs (a dry run
+        plans anywhere). The default checks what every trainer reads: the model, the tasks and the run folder.
+        """
+        from trade_train.preflight import spec_problems
+
+        return spec_problems(spec)
 
     @abstractmethod
     def plan(self, spec: TrainSpec) -> RunPlan:

@@ -10,8 +10,7 @@ from pathlib import Path
 import click
 
 from trade_core.errors import TradeError
-
-INSTALL_HINT = "pip install 'trade-train[tiny]' torch==2.13.0"
+from trade_train.install import install_hint
 
 
 @click.group("model")
@@ -68,9 +67,8 @@ def tiny_command(
         from trade_train.tiny.model import build_tiny_model
         from trade_train.tiny.sft import tune_tool_calls
     except ImportError as error:
-        raise TradeError(
-            f"trade model tiny needs {error.name or 'torch and transformers'}", hint=INSTALL_HINT
-        ) from None
+        needs = error.name or "torch and transformers"
+        raise TradeError(f"trade model tiny needs {needs}", hint=install_hint("tiny")) from None
     started = time.perf_counter()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}-", dir=out.parent) as scratch:

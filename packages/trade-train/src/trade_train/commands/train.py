@@ -60,6 +60,11 @@ def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks:
         tool_format=tool_format, overrides=ctx.meta.get("trade.overrides", ()),
     )  # fmt: skip
     trainer = TRAINERS.get(trainer_name)
+    problems = trainer.preflight(spec, launch=not dry_run)  # all of them, before anything is written or started
+    if problems:
+        for problem in problems:
+            click.echo(f"error: {problem.one_line()}", err=True)
+        ctx.exit(2)
     plan = trainer.plan(spec)
     plan.write()
     click.echo(f"run folder {plan.run_dir}: {', '.join(sorted([*plan.files, 'command.sh', 'env.json']))}")

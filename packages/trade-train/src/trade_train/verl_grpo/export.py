@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from trade_core.errors import TradeError
+from trade_train.install import install_hint
 
 
 def actor_dir(checkpoint: Path) -> Path:
@@ -29,7 +30,7 @@ def actor_dir(checkpoint: Path) -> Path:
 def export_checkpoint(checkpoint: Path, out: Path, backend: str = "fsdp") -> Path:
     actor = actor_dir(checkpoint)
     if importlib.util.find_spec("verl") is None:
-        raise TradeError("verl is not installed here", hint="pip install 'trade-train[verl]'")
+        raise TradeError("verl is not installed here", hint=install_hint("verl"))
     command = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", backend,
                "--local_dir", str(actor), "--target_dir", str(out)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)

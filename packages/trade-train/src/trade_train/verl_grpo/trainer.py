@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 from trade_core.errors import TradeError
 from trade_tools.episode import MAX_TURNS, TOOL_TEXT_LIMIT
+from trade_train.install import install_hint
 from trade_train.trainer import RunPlan, Trainer, TrainSpec
 
 FORMATS = {"qwen3": "hermes", "qwen3_5": "qwen3_coder", "qwen3_5_moe": "qwen3_coder"}
@@ -42,34 +42,26 @@ LOGGERS = {"console": None, "file": None, "swanlab": "swanlab", "wandb": "wandb"
 """verl 0.9.1's ``trainer.logger`` backends and the module each imports when the run starts."""
 
 
-def check_loggers(loggers: tuple[str, ...]) -> None:
-    """An unknown or uninstalled logger fails now in one line, not after Ray and the model have started."""
+def logger_problems(loggers: tuple[str, ...]) -> list[TradeError]:
+    """Unknown and uninstalled loggers, found now rather than after Ray and the model have started."""
+    problems = []
     for name in loggers:
         if name not in LOGGERS:
-            raise TradeError(f"unknown logger '{name}'", hint=f"valid: {', '.join(LOGGERS)}")
-        module = LOGGERS[name]
-        if module and importlib.util.find_spec(module) is None:
-            raise TradeError(f"--logger {name} needs the {module} package", hint=f"pip install {module}")
+            problems.append(TradeError(f"unknown logger '{name}'", hint=f"valid: {', '.join(LOGGERS)}"))
+        elif (module := LOGGERS[name]) and importlib.util.find_spec(module) is None:
+            problems.append(TradeError(f"--logger {name} needs the {module} package", hint=f"pip install {module}"))
+    return problems
 
 
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-"""``ORG/NAME``: a model verl and vLLM fetch from the hub, so it need not exist here."""
+def verl_device(spec: TrainSpec) -> str:
+    """verl's ``trainer.device`` for the run: the preset's, unless an override sets it (``cpu`` for development)."""
+    settings = [*PRESETS[spec.device][1], *spec.overrides]
+    return [s.partition("=")[2] for s in settings if s.lstrip("+").startswith("trainer.device=")][-1]
 
 
 def model_path(model: str) -> str:
-    """The model folder made absolute (verl runs in the run folder), or a hub id.
-
-    A local folder that is not there, or holds no model, fails now (dry run included), not after Ray has started.
-    """
-    path = Path(model)
-    hint = "pass a Hugging Face model folder or a hub id ORG/NAME"
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise TradeError(f"model folder {model} has no config.json", hint=hint)
-        return str(path.resolve())
-    if not HUB_ID.fullmatch(model):
-        raise TradeError(f"model folder {model} does not exist", hint=hint)
-    return model
+    """The model folder made absolute (verl runs in the run folder), or the hub id as given."""
+    return str(Path(model).resolve()) if Path(model).is_dir() else model
 
 
 def tool_format(model: str) -> str:
@@ -81,8 +73,6 @@ def tool_format(model: str) -> str:
     return "qwen3_coder" if "qwen3.5" in model.lower() or "qwen3_5" in model.lower() else "hermes"
 
 
-SPLITS = ("train", "val")
-"""The tasks folder's splits verl trains and validates on."""
 ENTRY = "trade_train.verl_grpo.main"
 """The module ``trade train`` runs: verl's ``main_ppo`` with the trading metrics."""
 
@@ -90,20 +80,11 @@ ENTRY = "trade_train.verl_grpo.main"
 def _tasks(spec: TrainSpec) -> tuple[dict[str, bytes], Path]:
     """verl's parquet file of each split in ``SPLITS``, and the dataset the tools read (absolute)."""
     from trade_reward.taskfolder import read_manifest, read_records
+    from trade_train.preflight import SPLITS, dataset_path
     from trade_train.verl_grpo.schema import parquet
 
-    tasks = spec.tasks.resolve()
-    manifest = read_manifest(tasks)
-    named = {s.name for s in manifest.splits}
-    for split in SPLITS:
-        if split not in named:
-            raise TradeError(f"{tasks} has no {split} split", hint="build tasks with `trade data tasks --split ...`")
-    data = spec.data or Path(manifest.dataset)
-    if not data.is_absolute() and spec.data is None:
-        data = (Path.cwd() / data).resolve()
-    if not (data / "calendars" / "day.txt").is_file():
-        raise TradeError(f"dataset {data} not found", hint="pass --data DIR (the dataset the tasks were built from)")
-    return {f"{split}.parquet": parquet(read_records(tasks, split)) for split in SPLITS}, data.resolve()
+    rows = {f"{split}.parquet": parquet(read_records(spec.tasks, split)) for split in SPLITS}
+    return rows, dataset_path(spec, read_manifest(spec.tasks))
 
 
 def hydra_overrides(command: list[str]) -> list[str]:
@@ -115,13 +96,25 @@ class VerlGRPO(Trainer):
     name = "verl-grpo"
     description = "GRPO with verl 0.9.1 on Ray (vLLM or vLLM-Ascend rollout), the trading agent loop and our reward"
 
-    def plan(self, spec: TrainSpec) -> RunPlan:
+    def preflight(self, spec: TrainSpec, *, launch: bool) -> list[TradeError]:
+        """The common checks, the reward scheme and the loggers; a launch adds the device's stack (see ``stack``)."""
         from trade_reward.schemes import get_scheme
+        from trade_train.verl_grpo.stack import stack_problems
+
+        problems = super().preflight(spec, launch=launch)
+        try:
+            get_scheme(spec.reward)
+        except TradeError as error:
+            problems.append(error)
+        problems += logger_problems(spec.logger)
+        return problems + stack_problems(verl_device(spec)) if launch else problems
+
+    def plan(self, spec: TrainSpec) -> RunPlan:
         from trade_train.verl_grpo import schema
         from trade_train.verl_grpo.files import agent_loops_yaml, tools_yaml
 
-        get_scheme(spec.reward)  # an unknown scheme fails now, not on the cluster
-        check_loggers(spec.logger)
+        if problems := self.preflight(spec, launch=False):
+            raise problems[0]
         rows, data = _tasks(spec)
         model = model_path(spec.model)
         run_dir = spec.run_dir.resolve()
@@ -185,7 +178,7 @@ class VerlGRPO(Trainer):
         if importlib.util.find_spec("verl") is None:
             raise TradeError(
                 "verl is not installed here, so the config cannot be validated",
-                hint="pip install 'trade-train[gpu]' or 'trade-train[npu]' (CPU: torch==2.13.0 + 'trade-train[verl]')",
+                hint=install_hint("verl"),
             )
         overrides = hydra_overrides(plan.command)
         done = subprocess.run(

@@ -1,0 +1,17 @@
+"""Fixtures shared by trade-train's tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tasks(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small real tasks folder (train and val), built once per session."""
+    from trade_reward.tasks import build_tasks
+
+    out = tmp_path_factory.mktemp("tasks") / "tasks"
+    build_tasks(real_dataset, out, split="train=2024-06-03:2024-06-28,val=2024-07-08:2024-07-31", pool_size="10-12")
+    return out
