@@ -1,0 +1,414 @@
+"""The multi-day backtest: one portfolio carried from close to close, a fresh Episode each day, any policy.
+
+Conventions (the README states them too):
+
+- The NAV base is the close of the trading day before the first day, NAV = initial cash; day k's NAV is at
+  its close after its trades.
+- Each day is a fresh conversation: a :class:`~trade_tools.records.Task` with the carried shares (all
+  sellable: T+1 resets each morning), their average cost and the cash. Corporate actions between two closes
+  are settled in cash at the ex-date close: ``cash += shares x raw close x (factor_today / factor_before - 1)``,
+  so dividends and bonus shares keep the total return the adjusted prices (and the reward) see.
+- The pool is drawn once (seeded) from the universe's members trading on the first day, or read from a
+  file; each day it is those still members (a file's stocks: still listed) and trading that day, and held
+  stocks can always be traded (``Episode.in_pool``).
+- Fills stand on every day the policy played, however its day ended (stopped, truncated, no tool call, left
+  open: then ended as failed). A day the policy could not play (:class:`~trade_eval.policy.PolicyUnavailable`,
+  or a policy that raised) is ``failed``: the morning's portfolio is held, its reason recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import importlib.metadata as md
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from trade_core.errors import TradeError, error_line
+from trade_data.qlib_dir import META_FILE
+from trade_data.store import MarketStore
+from trade_data.symbols import Board, board_of
+from trade_eval.metrics import Conventions, activity, performance
+from trade_eval.policies.baselines import BASELINES
+from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
+from trade_eval.runfolder import (
+    DAYS,
+    MANIFEST,
+    SUMMARY,
+    TRAJECTORIES,
+    DataRef,
+    DayRecord,
+    Manifest,
+    PoolSpec,
+    Sampling,
+    append_line,
+    finished_days,
+    read_manifest,
+    write_json,
+)
+from trade_tools.day import TradingDay
+from trade_tools.episode import MAX_TURNS, Episode, EpisodeSettings
+from trade_tools.records import Task
+from trade_tools.rules import ExecutionRules
+from trade_tools.tasks import draw_pool, task_rng
+from trade_tools.trajectory import Trajectory
+
+log = structlog.get_logger("trade.eval")
+
+INDEX = "SH000300"
+INDEX_ROW = "CSI300"
+COMPARED = ("hold", "equal-weight", "momentum")
+"""The baselines every run's summary shows beside its policy."""
+LEFT_OPEN = "策略返回时交易日仍未结束"
+DISTRIBUTIONS = ("trade-core", "trade-data", "trade-tools", "trade-eval")
+
+
+@dataclass
+class Account:
+    """The portfolio carried from one close to the next."""
+
+    cash: float
+    holdings: dict[str, int] = field(default_factory=dict)
+    cost: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def after(cls, record: DayRecord) -> Account:
+        return cls(record.cash, dict(record.holdings), dict(record.cost))
+
+
+class Backtest:
+    """The days, the pool and the rules of one run on one dataset; plays any policy over them."""
+
+    def __init__(
+        self,
+        store: MarketStore,
+        start: dt.date,
+        num_days: int,
+        *,
+        initial_cash: float = 1_000_000.0,
+        pool_size: int = 20,
+        pool: list[str] | None = None,
+        universe: str = "csi300",
+        seed: int = 0,
+        max_turns: int = MAX_TURNS,
+        rules: ExecutionRules | None = None,
+    ) -> None:
+        """``pool``: the run's stocks (else ``pool_size`` drawn with ``seed`` on the first day)."""
+        self.store = store
+        self.start = start
+        self.dates = plan_dates(store, start, num_days)
+        self.base_date = store.shift(self.dates[0], -1)
+        self.initial_cash = initial_cash
+        self.universe = universe
+        self.seed = seed
+        self.rules = rules or ExecutionRules()
+        self.settings = EpisodeSettings(max_turns=max_turns)
+        first = store.asof(self.dates[0])
+        first.members(universe)  # refuses an unknown universe
+        self.from_file = pool is not None
+        if pool is None:
+            pool = draw_pool(first, universe, (pool_size, pool_size), task_rng(seed, first.date))
+            if not pool:
+                raise TradeError(f"no {universe} stock traded on {first.date}", hint="choose another --universe")
+        wrong = [s for s in pool if not first.knows(s) or board_of(s) is Board.INDEX]
+        if wrong:
+            raise TradeError(
+                f"{len(wrong)} pool symbols are not stocks listed by {first.date}: {', '.join(wrong[:5])}",
+                hint="a pool file lists stock symbols like SH600519, comma- or line-separated",
+            )
+        self.pool = sorted(set(pool))
+
+    def day_pool(self, index: int) -> list[str]:
+        """The day's pool: the run's stocks still members (a file's: listed) and trading; if none trades,
+        every one of them (so the day can still be played, with nothing to buy)."""
+        view = self.store.asof(self.dates[index])
+        members = set(view.symbols() if self.from_file else view.members(self.universe))
+        today = [s for s in self.pool if s in members and not view.is_suspended(s)]
+        return today or self.pool
+
+    def dividends(self, account: Account, index: int) -> float:
+        """Cash for the corporate actions of held stocks since the previous close (the ex-date close).
+
+        Dividends and bonus shares raise the backward-adjustment factor; a factor that falls is a data
+        correction, not something a holder pays, and settles nothing (it could take the cash below zero).
+        """
+        before = self.store.asof(self.dates[index - 1] if index else self.base_date)
+        view = self.store.asof(self.dates[index])
+        cash = 0.0
+        for symbol, shares in account.holdings.items():
+            ratio = view.factor(symbol) / before.factor(symbol)
+            if ratio > 1:
+                cash += round(shares * view.last_close(symbol) * (ratio - 1), 2)
+        return cash
+
+    def open_day(self, policy: Policy, account: Account, index: int) -> tuple[TradingDay, float]:
+        dividends = self.dividends(account, index)
+        date = self.dates[index]
+        task = Task(
+            task_id=f"backtest-{date}", date=date, pool=self.day_pool(index), holdings=account.holdings,
+            cost_basis=account.cost, cash=account.cash + dividends, universe=self.universe,
+        )  # fmt: skip
+        episode = Episode.start(task, self.store, rules=self.rules, settings=self.settings)
+        return TradingDay(episode, None if policy.reads_prompt else []), dividends
+
+    async def play(
+        self, policy: Policy, settings: RunSettings, account: Account, index: int
+    ) -> tuple[DayRecord, Trajectory]:
+        """Play day ``index`` from ``account`` (the previous close): its record and trajectory."""
+        day, dividends = self.open_day(policy, account, index)
+        episode = day.episode
+        usage, failure = DayUsage(), ""
+        try:
+            usage = await policy.play(day, settings)
+        except PolicyUnavailable as error:
+            usage, failure = error.usage, error_line(error) or type(error).__name__
+        except Exception as error:  # a broken policy fails its day, never the run
+            log.exception("backtest.policy_error", policy=policy.name, date=str(episode.task.date))
+            failure = f"policy {policy.name} raised {type(error).__name__}: {error_line(error)}"
+        if failure:
+            episode.end("failed", failure)
+        elif day.is_open:
+            episode.end("failed", LEFT_OPEN)
+        trajectory = day.to_trajectory("backtest", model=settings.model)
+        fills = [] if failure else [a.fill for a in episode.actions if a.fill is not None]
+        orders = [a for a in episode.actions if a.type != "stop"]
+        held = [(s, p) for s, p in sorted(episode.positions.items()) if p.shares]
+        record = DayRecord(
+            date=episode.task.date,
+            index=index,
+            status="failed" if failure else "done",
+            episode_status=episode.status,  # type: ignore[arg-type]
+            reason=failure or ("" if episode.status == "stopped" else episode.status_reason),
+            nav=episode.value_before if failure else episode.value(),
+            cash=episode.task.cash if failure else episode.cash,
+            holdings=account.holdings if failure else {s: p.shares for s, p in held},
+            cost=account.cost if failure else {s: p.cost for s, p in held},
+            value_before=episode.value_before,
+            dividends=dividends,
+            fees=sum(f.fees for f in fills),
+            costs=sum(f.costs for f in fills),
+            turnover=sum(f.gross for f in fills) / episode.value_before if episode.value_before else 0.0,
+            orders=len(orders),
+            refused=sum(not a.accepted for a in orders),
+            tool_calls=episode.tool_calls,
+            tool_errors=episode.tool_errors,
+            turns=episode.turns,
+            requests=usage.requests,
+            retries=usage.retries,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            trajectory_id=trajectory.id,
+            warnings=usage.warnings,
+        )
+        return record, trajectory
+
+    async def days(
+        self, policy: Policy, settings: RunSettings, done: list[DayRecord] | None = None
+    ) -> AsyncIterator[tuple[DayRecord, Trajectory]]:
+        """Play every day after ``done`` (the records of days already played), one after the other."""
+        done = done or []
+        account = Account.after(done[-1]) if done else Account(self.initial_cash)
+        for index in range(len(done), len(self.dates)):
+            record, trajectory = await self.play(policy, settings, account, index)
+            account = Account.after(record)
+            yield record, trajectory
+
+    def simulate(self, policy: Policy, settings: RunSettings) -> list[DayRecord]:
+        """Every day's record, in memory (the baselines beside a run)."""
+
+        async def collect() -> list[DayRecord]:
+            return [record async for record, _ in self.days(policy, settings)]
+
+        return asyncio.run(collect())
+
+    def index_nav(self) -> list[float]:
+        """The CSI300 from the base close, scaled to the initial cash."""
+        closes = [self.store.asof(d).last_close(INDEX) for d in [self.base_date, *self.dates]]
+        return [self.initial_cash * close / closes[0] for close in closes]
+
+    def describe_start(self) -> str:
+        return (
+            f"NAV = {self.initial_cash:,.0f} CNY at the close of {self.base_date} (the trading day before "
+            f"{self.dates[0]}); each day's NAV at its close after its trades, dividends settled in cash"
+        )
+
+
+def plan_dates(store: MarketStore, start: dt.date, num_days: int) -> list[dt.date]:
+    """``num_days`` trading days from the first one on or after ``start`` (one-line errors for the rest)."""
+    calendar = store.calendar
+    first, last = calendar[0].date(), calendar[-1].date()
+    begin = int(calendar.searchsorted(str(start)))
+    if begin == 0 or begin >= len(calendar):
+        raise TradeError(
+            f"--start-date {start} is outside the data ({first} .. {last})",
+            hint=f"the first day needs a close before it: start after {first}",
+        )
+    end = begin + num_days
+    if end > len(calendar):
+        raise TradeError(
+            f"--num-days {num_days} from {calendar[begin].date()} runs past the data's last day {last}",
+            hint=f"at most {len(calendar) - begin} trading days from there",
+        )
+    return [d.date() for d in calendar[begin:end]]
+
+
+def data_fingerprint(path: Path) -> str:
+    """A short hash of the dataset's provenance (trade.json, rewritten by every import with its time and row
+    count), its calendar and its universes: any import or new universe changes it; reading costs microseconds."""
+    digest = hashlib.sha256()
+    files = [path / META_FILE, path / "calendars" / "day.txt", *sorted((path / "instruments").glob("*.txt"))]
+    for file in files:
+        digest.update(file.name.encode() + b"\0")
+        digest.update(file.read_bytes() if file.is_file() else b"(none)")
+    return digest.hexdigest()[:16]
+
+
+def versions(policy_dist: str) -> dict[str, str]:
+    """Installed versions of trade-agent's packages and of the policy's distribution."""
+    found = {}
+    for name in dict.fromkeys([*DISTRIBUTIONS, policy_dist]):
+        try:
+            found[name] = md.version(name)
+        except md.PackageNotFoundError:
+            continue
+    return found
+
+
+def compare(backtest: Backtest, policy: Policy, settings: RunSettings, records: list[DayRecord],
+            conventions: Conventions) -> dict[str, Any]:  # fmt: skip
+    """summary.json: the policy's metrics beside hold, equal-weight, momentum and the CSI300 on the same days
+    (the baselines are played here: milliseconds a day)."""
+    baselines = {cls.name: cls for cls in BASELINES}
+    runs = {policy.name: records}
+    for name in COMPARED:
+        if name not in runs:
+            runs[name] = backtest.simulate(baselines[name](), RunSettings(seed=settings.seed))
+    dates = [str(d) for d in [backtest.base_date, *backtest.dates]]
+    navs = {name: [backtest.initial_cash, *(r.nav for r in days)] for name, days in runs.items()}
+    navs[INDEX_ROW] = backtest.index_nav()
+    benchmarks = {"vs_index": navs[INDEX_ROW], "vs_hold": navs["hold"]}
+    rows = {}
+    for name, nav in navs.items():
+        rows[name] = performance(nav, dates, conventions, benchmarks)
+        if name in runs:
+            rows[name].update(activity([r.model_dump() for r in runs[name]]))
+    return {
+        "conventions": conventions.to_json(backtest.describe_start()),
+        "rows": rows,
+        "nav": {"dates": dates, **navs},
+    }
+
+
+def run_backtest(
+    backtest: Backtest,
+    policy: Policy,
+    settings: RunSettings,
+    out: Path,
+    manifest: Manifest,
+    *,
+    resume: bool = False,
+    conventions: Conventions | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Play the run into ``out`` (or continue it with ``resume``) and write summary.json; returns it."""
+    out = Path(out)
+    records = open_run(out, manifest, resume=resume)
+    log.info("backtest.start", out=str(out), policy=policy.name, days=len(manifest.dates), done=len(records))
+    play_into(out, backtest, policy, settings, records, progress=progress)
+    summary = compare(backtest, policy, settings, records, conventions or Conventions())
+    write_json(out / SUMMARY, summary)
+    failed = sum(r.status == "failed" for r in records)
+    log.info("backtest.done", out=str(out), days=len(records), failed=failed, nav=records[-1].nav)
+    return summary
+
+
+def open_run(out: Path, manifest: Manifest, *, resume: bool) -> list[DayRecord]:
+    """Start the run folder (writing the manifest), or check it is this run and return its finished days."""
+    if resume:
+        stored = read_manifest(out)
+        mine, theirs = manifest.settings(), stored.settings()
+        if mine != theirs:
+            differ = [key for key in mine if mine[key] != theirs.get(key)]
+            raise TradeError(
+                f"{out} was started with other settings ({', '.join(differ)} differ)",
+                hint="resume with the flags it was started with, or choose another --out",
+            )
+        return finished_days(out, manifest.dates)
+    if (out / MANIFEST).exists() or (out / DAYS).exists():
+        raise TradeError(f"{out} already holds a run", hint="pass --resume to continue it, or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / MANIFEST, manifest)
+    return []
+
+
+def play_into(
+    out: Path,
+    backtest: Backtest,
+    policy: Policy,
+    settings: RunSettings,
+    records: list[DayRecord],
+    *,
+    progress: bool = True,
+) -> None:
+    """Play the days after ``records`` (appended to it), each day's trajectory and record appended to ``out``."""
+    from tqdm import tqdm
+
+    quiet = None if progress else True  # None: a bar on a terminal only
+    bar = tqdm(total=len(backtest.dates), initial=len(records), desc=policy.name, unit="day", disable=quiet)
+
+    async def play() -> None:
+        async for record, trajectory in backtest.days(policy, settings, list(records)):
+            append_line(out / TRAJECTORIES, trajectory.model_dump_json())
+            append_line(out / DAYS, record.model_dump_json())
+            records.append(record)
+            bar.set_postfix_str(f"{record.date} NAV {record.nav:,.0f}")
+            bar.update()
+            event = log.warning if record.status == "failed" else log.debug
+            event("backtest.day", date=str(record.date), status=record.status, reason=record.reason, nav=record.nav)
+
+    with bar:
+        asyncio.run(play())
+
+
+def new_manifest(
+    backtest: Backtest,
+    policy_name: str,
+    settings: RunSettings,
+    *,
+    command: list[str],
+    data: Path,
+    pool_file: Path | None,
+    pool_size: int | None,
+    policy_dist: str = "trade-eval",
+) -> Manifest:
+    """The manifest of a run of ``backtest`` with ``policy_name`` and ``settings``."""
+    return Manifest(
+        command=command,
+        policy=policy_name,
+        model=settings.model,
+        base_url=settings.base_url,
+        sampling=Sampling(
+            temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens, seed=settings.seed
+        ),
+        options=settings.options,
+        start_date=backtest.start,
+        num_days=len(backtest.dates),
+        dates=backtest.dates,
+        initial_cash=backtest.initial_cash,
+        pool=PoolSpec(
+            size=None if pool_file else pool_size,
+            file=str(pool_file) if pool_file else None,
+            universe=backtest.universe,
+            seed=backtest.seed,
+            symbols=backtest.pool,
+        ),
+        max_turns=backtest.settings.max_turns,
+        rules=backtest.rules,
+        data=DataRef(path=str(Path(data).resolve()), fingerprint=data_fingerprint(backtest.store.path)),
+        versions=versions(policy_dist),
+    )

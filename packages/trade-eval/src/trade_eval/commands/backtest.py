@@ -1,0 +1,190 @@
+"""``trade eval backtest``: play a policy over many trading days with one portfolio, then print its metrics."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trade_core.errors import TradeError
+from trade_core.params import ISO_DATE
+from trade_tools.episode import MAX_TURNS
+
+
+def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``--set key=value`` pairs as a dict; a value is JSON when it parses (numbers, true, lists), else text."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise TradeError(f"--set {pair!r} is not KEY=VALUE", hint="e.g. --set backoff=2")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
+
+
+def _pool_file(path: Path) -> list[str]:
+    if not path.is_file():
+        raise TradeError(f"--pool-file {path}: no such file")
+    symbols = [s.upper() for s in re.split(r"[\s,]+", path.read_text(encoding="utf-8")) if s]
+    if not symbols:
+        raise TradeError(f"--pool-file {path} lists no symbols", hint="e.g. SH600519,SZ000001 or one per line")
+    return symbols
+
+
+def _default_out(policy: str, model: str, start: dt.date, num_days: int, seed: int) -> Path:
+    who = re.sub(r"[^A-Za-z0-9._-]+", "_", model.rsplit("/", 1)[-1]) if model else policy
+    return Path("runs") / f"{who}-{start}-{num_days}d-seed{seed}"
+
+
+@click.command("backtest", short_help="Backtest a policy over many trading days beside the baselines and CSI300.")
+@click.option(
+    "--policy",
+    "policy_name",
+    default="llm",
+    show_default=True,
+    help="Policy to run: llm, hold, equal-weight, momentum, random, or a plugin's (`trade plugins`).",
+)
+@click.option("--base-url", help="OpenAI-compatible server of the llm policy, e.g. http://127.0.0.1:8001/v1.")
+@click.option("--model", default="", help="The served model's name (OpenAI `model`).")
+@click.option(
+    "--api-key",
+    envvar="OPENAI_API_KEY",
+    default="EMPTY",
+    show_default=False,
+    help="API key of the server (default: $OPENAI_API_KEY or EMPTY; never written to the run).",
+)
+@click.option("--temperature", default=0.7, show_default=True, type=click.FloatRange(min=0))
+@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), help="Nucleus sampling (server default).")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per request (server default).")
+@click.option(
+    "--request-timeout",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds before a request is abandoned (then retried).",
+)
+@click.option(
+    "--retries",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Retries of a failed request, with exponential backoff, before the day is failed.",
+)
+@click.option("--data", required=True, type=click.Path(path_type=Path), help="Dataset folder (trade data import).")
+@click.option("--start-date", required=True, type=ISO_DATE, help="First trading day (or the next one after it).")
+@click.option("--num-days", default=60, show_default=True, type=click.IntRange(min=1), help="Trading days to play.")
+@click.option(
+    "--initial-cash",
+    default=1_000_000.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="CNY at the close before the first day; the run starts in cash.",
+)
+@click.option("--pool-size", type=click.IntRange(min=1), help="Stocks drawn for the pool on the first day [20].")
+@click.option("--pool-file", type=click.Path(path_type=Path), help="The pool's symbols (comma or line separated).")
+@click.option("--universe", default="csi300", show_default=True, help="Universe the pool is drawn from.")
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seed of the pool draw, the random baseline and the model's sampling.",
+)
+@click.option(
+    "--max-turns",
+    default=MAX_TURNS,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Assistant replies a day allows before it is truncated.",
+)
+@click.option("--set", "pairs", multiple=True, metavar="KEY=VALUE", help="A policy option (repeatable).")
+@click.option(
+    "--out", type=click.Path(path_type=Path), help="Run folder [runs/<model or policy>-<start>-<days>d-seed<seed>]."
+)
+@click.option("--resume", is_flag=True, help="Continue the run in --out after its last finished day (same flags).")
+@click.option(
+    "--convention",
+    type=click.Choice(["standard", "qlib"]),
+    default="standard",
+    show_default=True,
+    help="Metrics: geometric (standard) or Qlib's risk_analysis (summed returns, 238 days).",
+)
+@click.option(
+    "--trading-days",
+    type=click.IntRange(min=1),
+    help="Trading days per year for annualised figures [252; 238 with --convention qlib].",
+)
+@click.option("--risk-free", default=0.0, show_default=True, type=float, help="Annual risk-free rate for Sharpe.")
+def backtest_command(policy_name: str, base_url: str | None, model: str, api_key: str, temperature: float,
+                     top_p: float | None, max_tokens: int | None, request_timeout: float, retries: int, data: Path,
+                     start_date: dt.date, num_days: int, initial_cash: float, pool_size: int | None,
+                     pool_file: Path | None, universe: str, seed: int, max_turns: int, pairs: tuple[str, ...],
+                     out: Path | None, resume: bool, convention: str, trading_days: int | None,
+                     risk_free: float) -> None:  # fmt: skip
+    """Play --num-days trading days from --start-date with one portfolio carried from close to close:
+    each day a fresh conversation on the training Episode (same tools, prompts, rules and fills), the
+    portfolio of the previous close as its holdings, dividends settled in cash.
+
+    Days run one after the other, since each starts from the previous day's portfolio: to use a server
+    fully, run several seeds or models side by side. A day the server cannot answer (after retries) is
+    recorded as failed with its reason and the portfolio held; the run goes on. Each finished day is
+    appended to --out (trajectories.jsonl, days.jsonl); --resume continues a killed run.
+
+    The end prints the policy's metrics beside hold, equal-weight, momentum and the CSI300 over the same
+    days, with their conventions (also in summary.json).
+
+    \b
+    trade eval backtest --base-url http://127.0.0.1:8001/v1 --model trader_agent \\
+        --start-date 2025-06-20 --num-days 60 --initial-cash 1000000 --temperature 0.7 --data Q
+    trade eval backtest --policy momentum --start-date 2025-06-20 --data Q
+    """
+    from trade_core.plugins import get_manager
+    from trade_data.store import MarketStore
+    from trade_eval.backtest import Backtest, new_manifest, run_backtest
+    from trade_eval.metrics import Conventions, table_lines
+    from trade_eval.policy import POLICIES, RunSettings
+
+    policy = POLICIES.get(policy_name)
+    if policy.needs_server and not (base_url and model):
+        raise TradeError(
+            f"policy '{policy_name}' needs a served model",
+            hint="pass --base-url URL and --model NAME (`trade eval serve` prints a server command)",
+        )
+    if pool_size is not None and pool_file is not None:
+        raise TradeError("--pool-size and --pool-file exclude each other", hint="pass one of them")
+    settings = RunSettings(
+        model=model, base_url=base_url, api_key=api_key, temperature=temperature, top_p=top_p,
+        max_tokens=max_tokens, request_timeout=request_timeout, retries=retries, seed=seed, options=_options(pairs),
+    )  # fmt: skip
+    store = MarketStore.load(data)
+    backtest = Backtest(
+        store, start_date, num_days, initial_cash=initial_cash, pool_size=pool_size or 20,
+        pool=_pool_file(pool_file) if pool_file else None, universe=universe, seed=seed, max_turns=max_turns,
+    )  # fmt: skip
+    origin = POLICIES.provided(get_manager())[policy_name].origin
+    manifest = new_manifest(
+        backtest, policy_name, settings, command=["trade", *sys.argv[1:]], data=data, pool_file=pool_file,
+        pool_size=pool_size or 20, policy_dist=origin.dist,
+    )  # fmt: skip
+    out = out or _default_out(policy_name, model, start_date, num_days, seed)
+    conventions = Conventions(convention, trading_days, risk_free)  # type: ignore[arg-type]
+    summary = run_backtest(backtest, policy, settings, out, manifest, resume=resume, conventions=conventions)
+    click.echo(f"\n{out}: {len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy {policy_name}")
+    conv = summary["conventions"]
+    click.echo(
+        f"conventions: {conv['start']}; annualised over {conv['trading_days_per_year']} trading days a year "
+        f"({convention}: returns {'summed, as Qlib' if conv['mode'] == 'sum' else 'compounded'}); "
+        f"risk-free {risk_free:.2%}/yr; fills at the close with the Episode's fees and slippage\n"
+    )
+    click.echo("\n".join(table_lines(summary)))
+    failures = summary["rows"][policy_name].get("failure_reasons") or {}
+    for reason, count in failures.items():
+        click.echo(f"failed {count} day(s): {reason}")

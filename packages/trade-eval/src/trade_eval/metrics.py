@@ -1,0 +1,211 @@
+"""Performance metrics of NAV series, each with the convention it was computed under.
+
+Daily returns are ``NAV_t / NAV_{t-1} - 1`` from the base close (NAV = initial cash) on. Two conventions:
+
+- ``standard`` (default): geometric. Annualised return ``(NAV_end / NAV_base) ** (N / days) - 1``, maximum
+  drawdown of the NAV from its running peak (the base included), volatility ``std(r) * sqrt(N)``, Sharpe
+  ``mean(r - rf_daily) / std(r) * sqrt(N)`` with ``rf_daily = (1 + rf) ** (1 / N) - 1``.
+- ``qlib``: Qlib's ``qlib.contrib.evaluate.risk_analysis(r, N, mode="sum")`` exactly: returns summed, not
+  compounded. Annualised return ``mean(r) * N``, maximum drawdown of ``cumsum(r)`` from its running peak,
+  Sharpe ``(mean(r) - rf / N) / std(r) * sqrt(N)`` (Qlib's ``information_ratio`` when rf = 0). N defaults to 238.
+
+Both use ``std`` with ddof=1; the total return is always ``NAV_end / NAV_base - 1``; the information ratio
+against a benchmark is ``mean(r - r_b) / std(r - r_b) * sqrt(N)`` and the excess return the difference of
+total returns. A number that is undefined (a flat series has no Sharpe) is None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+Convention = Literal["standard", "qlib"]
+DEFAULT_DAYS: dict[str, int] = {"standard": 252, "qlib": 238}
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """How the metrics are computed; printed beside them and stored in summary.json."""
+
+    convention: Convention = "standard"
+    trading_days: int | None = None
+    """Trading days per year for annualised figures (default: 252, Qlib's 238 under ``qlib``)."""
+    risk_free: float = 0.0
+    """Annual risk-free rate for the Sharpe ratio (a fraction: 0.015 is 1.5%)."""
+
+    @property
+    def days(self) -> int:
+        return self.trading_days or DEFAULT_DAYS[self.convention]
+
+    @property
+    def mode(self) -> str:
+        """Qlib's name for how returns accumulate."""
+        return "sum" if self.convention == "qlib" else "product"
+
+    def to_json(self, start: str) -> dict[str, Any]:
+        return {
+            "convention": self.convention,
+            "trading_days_per_year": self.days,
+            "risk_free": self.risk_free,
+            "mode": self.mode,
+            "start": start,
+        }
+
+
+def _number(value: float) -> float | None:
+    """A finite float for JSON, None for an undefined value."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def returns(nav: Sequence[float]) -> np.ndarray:
+    """Daily returns of a NAV series that starts at the base close."""
+    values = np.asarray(nav, dtype=float)
+    return values[1:] / values[:-1] - 1
+
+
+def _ratio(excess: np.ndarray, n: int) -> float | None:
+    """``mean / std * sqrt(n)`` of daily values (None for fewer than two days or no variation)."""
+    if excess.size < 2:
+        return None
+    std = excess.std(ddof=1)
+    return _number(excess.mean() / std * math.sqrt(n)) if std > 0 else None
+
+
+def drawdown(nav: Sequence[float], dates: Sequence[str], mode: str = "product") -> tuple[float, str, str]:
+    """(maximum drawdown, peak date, trough date): of the NAV (``product``, base included) or of the summed
+    returns (``sum``, Qlib's: from the first day's close on)."""
+    if mode == "sum":
+        curve, days = np.cumsum(returns(nav)), list(dates[1:])
+        falls = curve - np.maximum.accumulate(curve)
+    else:
+        curve, days = np.asarray(nav, dtype=float), list(dates)
+        falls = curve / np.maximum.accumulate(curve) - 1
+    if curve.size == 0:
+        return 0.0, dates[0], dates[0]
+    trough = int(np.argmin(falls))
+    peak = int(np.argmax(curve[: trough + 1]))
+    return float(falls[trough]), days[peak], days[trough]
+
+
+def performance(
+    nav: Sequence[float],
+    dates: Sequence[str],
+    conventions: Conventions,
+    benchmarks: Mapping[str, Sequence[float]] | None = None,
+) -> dict[str, Any]:
+    """Return and risk of one NAV series (``dates[0]`` is the base close), with excess return and information
+    ratio against each benchmark NAV on the same dates (``vs_index``, ``vs_hold``: keys of ``benchmarks``)."""
+    n = conventions.days
+    r = returns(nav)
+    total = nav[-1] / nav[0] - 1
+    std = r.std(ddof=1) if r.size > 1 else math.nan
+    if conventions.convention == "qlib":
+        annualised = r.mean() * n if r.size else math.nan
+        rf_daily = conventions.risk_free / n
+    else:
+        annualised = (1 + total) ** (n / r.size) - 1 if r.size else math.nan
+        rf_daily = (1 + conventions.risk_free) ** (1 / n) - 1
+    worst, peak, trough = drawdown(nav, dates, conventions.mode)
+    row: dict[str, Any] = {
+        "days": int(r.size),
+        "final_nav": float(nav[-1]),
+        "total_return": float(total),
+        "annualised_return": _number(annualised),
+        "volatility": _number(std * math.sqrt(n)),
+        "sharpe": _ratio(r - rf_daily, n),
+        "max_drawdown": worst,
+        "drawdown_peak": peak,
+        "drawdown_trough": trough,
+        "calmar": _number(annualised / -worst) if worst < 0 else None,
+        "mean": _number(r.mean()) if r.size else None,
+        "std": _number(std),
+    }
+    for name, other in (benchmarks or {}).items():
+        theirs = returns(other)
+        row[f"excess_return_{name}"] = float(total - (other[-1] / other[0] - 1))
+        row[f"information_ratio_{name}"] = _ratio(r - theirs, n)
+        if name == "vs_hold":
+            row["win_rate_vs_hold"] = float(np.mean(r > theirs)) if r.size else None
+    return row
+
+
+def activity(days: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a policy did over its DayRecords: trading, costs, failures and the model's usage per day."""
+    count = len(days) or 1
+
+    def total(key: str) -> float:
+        return float(sum(day.get(key) or 0 for day in days))
+
+    failed = [day for day in days if day["status"] == "failed"]
+    return {
+        "turnover": total("turnover") / count,
+        "fees": total("fees"),
+        "costs": total("costs"),
+        "orders": int(total("orders")),
+        "refused": int(total("refused")),
+        "dividends": total("dividends"),
+        "failed_days": len(failed),
+        "failure_reasons": dict(Counter(day["reason"] for day in failed).most_common()),
+        "unstopped_days": sum(day["episode_status"] != "stopped" for day in days),
+        "tool_calls_per_day": total("tool_calls") / count,
+        "tool_errors_per_day": total("tool_errors") / count,
+        "prompt_tokens_per_day": total("prompt_tokens") / count,
+        "completion_tokens_per_day": total("completion_tokens") / count,
+    }
+
+
+# -- the printed table ------------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2%}"
+
+
+def _plain(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def table_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The metrics of summary.json as a fixed-width table, one column per row of ``summary["rows"]``,
+    with every annualised figure labelled by its trading days per year."""
+    conv = summary["conventions"]
+    n, rf = conv["trading_days_per_year"], conv["risk_free"]
+    lines_spec: list[tuple[str, Any]] = [
+        ("total return", lambda r: _pct(r["total_return"])),
+        (f"annualised return ({n}d/yr)", lambda r: _pct(r["annualised_return"])),
+        (f"volatility ({n}d/yr)", lambda r: _pct(r["volatility"]).lstrip("+")),
+        (f"Sharpe ({n}d/yr, rf {rf:.2%})", lambda r: _plain(r["sharpe"])),
+        ("max drawdown", lambda r: _pct(r["max_drawdown"])),
+        ("  peak", lambda r: r["drawdown_peak"]),
+        ("  trough", lambda r: r["drawdown_trough"]),
+        (f"Calmar ({n}d/yr)", lambda r: _plain(r["calmar"])),
+        ("excess return vs CSI300", lambda r: _pct(r.get("excess_return_vs_index"))),
+        (f"information ratio vs CSI300 ({n}d/yr)", lambda r: _plain(r.get("information_ratio_vs_index"))),
+        ("excess return vs hold", lambda r: _pct(r.get("excess_return_vs_hold"))),
+        (f"information ratio vs hold ({n}d/yr)", lambda r: _plain(r.get("information_ratio_vs_hold"))),
+        ("daily win rate vs hold", lambda r: _pct(r.get("win_rate_vs_hold")).lstrip("+")),
+        ("turnover per day", lambda r: _pct(r.get("turnover")).lstrip("+")),
+        ("fees + slippage (CNY)", lambda r: _plain(r.get("costs"), 0)),
+        ("failed days", lambda r: _plain(r.get("failed_days"), 0)),
+        ("days not stopped by the policy", lambda r: _plain(r.get("unstopped_days"), 0)),
+        ("tool calls per day", lambda r: _plain(r.get("tool_calls_per_day"), 1)),
+        ("tokens per day (prompt/completion)", _tokens),
+        ("final NAV (CNY)", lambda r: _plain(r["final_nav"], 0)),
+    ]
+    names = list(summary["rows"])
+    cells = [[label, *(fill(summary["rows"][name]) for name in names)] for label, fill in lines_spec]
+    header = ["metric", *names]
+    widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
+    return ["  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
+            for row in [header, *cells]]  # fmt: skip
+
+
+def _tokens(row: Mapping[str, Any]) -> str:
+    prompt, completion = row.get("prompt_tokens_per_day"), row.get("completion_tokens_per_day")
+    return "-" if prompt is None else f"{prompt:,.0f}/{completion:,.0f}"

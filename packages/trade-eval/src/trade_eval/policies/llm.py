@@ -1,0 +1,215 @@
+"""``llm``: a model behind an OpenAI-compatible server (vLLM) plays the day through tool calls.
+
+Each request is the day's conversation so far with the Episode's tool schemas and ``tool_choice="auto"``, as in
+training; each reply is played as one turn of the :class:`~trade_tools.day.TradingDay`, so turn limits, tool
+errors and the record are the Episode's own. The server is outside the model: its failures (5xx, timeouts,
+connections dropped) are retried with backoff and then raise :class:`PolicyUnavailable`; a request it refuses
+(4xx) after the model has replied ends the day as truncated (the conversation outgrew what the server takes),
+while a refused first request is the server's setup and also raises :class:`PolicyUnavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+import re
+import ssl
+import time
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import openai
+import structlog
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
+
+from trade_core.errors import TradeError, error_line
+from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
+from trade_tools.day import TradingDay
+from trade_tools.trajectory import Message
+
+log = structlog.get_logger("trade.eval.llm")
+
+MARKUP = ("<tool_call>", "</tool_call>", "<function=")
+"""Tool-call markup of Qwen3 (hermes JSON) and Qwen3.5 (XML): in a reply's text, the server's parser missed it."""
+CALL_BLOCK = re.compile(r"\s*<tool_call>.*?</tool_call>", re.DOTALL)
+RETRIED_STATUSES = frozenset({408, 409, 429})
+"""4xx statuses that say "try again" (with every 5xx)."""
+BACKOFF = 1.0
+"""Seconds before the first retry (``--set backoff=S``), doubled each retry, jittered to 50-100%, at most
+BACKOFF_CAP; the jitter is seeded by the run's seed, the day and the turn."""
+BACKOFF_CAP = 30.0
+
+
+class LLMPolicy(Policy):
+    name = "llm"
+    description = "a model served behind an OpenAI-compatible API (vLLM), trading through tool calls"
+    needs_server = True
+
+    async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
+        usage = DayUsage()
+        backoff = _backoff(settings)
+        async with openai.AsyncOpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key,
+            timeout=settings.request_timeout,
+            max_retries=0,  # retried here, counted and logged
+            http_client=openai.DefaultAsyncHttpxClient(verify=_tls()),
+        ) as client:
+            tools = day.episode.tool_schemas()
+            while day.is_open:
+                response = await _complete(client, day, _request(day, settings, tools), settings, usage, backoff)
+                if response is not None:
+                    _play_reply(day, response, usage)
+        return usage
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The TLS context every day's client shares: building one loads the CA store (~0.2 s, more than the
+    harness's own work for a day). The system store; OpenSSL honours SSL_CERT_FILE and SSL_CERT_DIR."""
+    return ssl.create_default_context()
+
+
+def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The conversation as OpenAI message dicts. An assistant's reasoning goes back as the leading
+    ``<think>`` block of its content, where the Qwen3 chat template also reads it; not every server passes a
+    ``reasoning_content`` field on to the template (vLLM reads ``reasoning`` or ``reasoning_content``,
+    depending on its version)."""
+    converted = []
+    for message in messages:
+        entry = message.model_dump(exclude_none=True, exclude={"reasoning_content"})
+        if message.reasoning_content is not None:
+            entry["content"] = f"<think>\n{message.reasoning_content}\n</think>\n\n{message.content}"
+        converted.append(entry)
+    return converted
+
+
+def _request(day: TradingDay, settings: RunSettings, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The chat-completion arguments of the day's next reply. The seed is derived from the run's seed, the
+    day and the reply, so every request (a resumed run's too) samples the same way whatever else is in flight."""
+    request: dict[str, Any] = {
+        "model": settings.model,
+        "messages": openai_messages(day.messages),
+        "tools": tools,
+        "tool_choice": "auto",
+        "temperature": settings.temperature,
+        "seed": zlib.crc32(f"{settings.seed}/{day.episode.task.date}/{day.replies}".encode()),
+    }
+    if settings.top_p is not None:
+        request["top_p"] = settings.top_p
+    if settings.max_tokens is not None:
+        request["max_tokens"] = settings.max_tokens
+    return request
+
+
+def _backoff(settings: RunSettings) -> float:
+    value = settings.options.get("backoff", BACKOFF)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not 0 <= seconds <= BACKOFF_CAP:
+        raise TradeError(f"backoff {value!r} is not a number of seconds", hint=f"e.g. --set backoff={BACKOFF:g}")
+    return seconds
+
+
+async def _complete(
+    client: openai.AsyncOpenAI,
+    day: TradingDay,
+    request: dict[str, Any],
+    settings: RunSettings,
+    usage: DayUsage,
+    backoff: float,
+) -> ChatCompletion | None:
+    """The server's answer to ``request``, retried on server failures; None when the server refused a later
+    request and the day ended."""
+    where = {"day": str(day.episode.task.date), "turn": day.replies + 1}
+    jitter = random.Random(f"{settings.seed}/{where['day']}/{where['turn']}")
+    for attempt in range(settings.retries + 1):
+        usage.requests += 1
+        started = time.perf_counter()
+        try:
+            response = await client.chat.completions.create(**request)
+            if response.choices:
+                _log_reply(response, where, attempt, time.perf_counter() - started)
+                return response
+            problem = "an answer without choices"
+        except openai.APIStatusError as error:
+            problem = f"HTTP {error.status_code} ({_server_message(error)})"
+            if error.status_code < 500 and error.status_code not in RETRIED_STATUSES:
+                return _refused(day, problem, usage, where)
+        except openai.APITimeoutError:
+            problem = f"no answer within {settings.request_timeout:g} s"
+        except openai.APIConnectionError as error:
+            problem = f"connection failed ({error_line(error.__cause__ or error)})"
+        log.warning("llm.request_failed", **where, attempt=attempt + 1, problem=problem)
+        if attempt < settings.retries:
+            usage.retries += 1
+            await asyncio.sleep(min(BACKOFF_CAP, backoff * 2**attempt) * jitter.uniform(0.5, 1.0))
+    raise PolicyUnavailable(f"turn {where['turn']}: {problem} after {settings.retries + 1} attempts", usage)
+
+
+def _server_message(error: openai.APIStatusError) -> str:
+    """The server's own message (OpenAI error bodies and vLLM's carry one), else the SDK's line."""
+    body = error.body
+    message = body.get("message") if isinstance(body, dict) else None
+    return error_line(RuntimeError(message) if isinstance(message, str) and message else error)
+
+
+def _refused(day: TradingDay, problem: str, usage: DayUsage, where: dict[str, Any]) -> None:
+    """A request the server will not take: on the first turn its setup is wrong (unavailable); later the
+    conversation grew past what it takes (the context length), and the day ends truncated."""
+    if day.replies == 0:
+        raise PolicyUnavailable(f"the server refused the day's first request: {problem}", usage)
+    day.episode.end("truncated", f"服务器拒绝了第{where['turn']}轮的请求")
+    usage.warnings.append(f"turn {where['turn']}: the server refused the request, {problem}; the day ends truncated")
+    log.warning("llm.request_refused", **where, problem=problem)
+
+
+def _log_reply(response: ChatCompletion, where: dict[str, Any], attempt: int, seconds: float) -> None:
+    tokens = response.usage
+    log.info(
+        "llm.reply",
+        **where,
+        attempt=attempt + 1,
+        latency_s=round(seconds, 3),
+        prompt_tokens=tokens.prompt_tokens if tokens else None,
+        completion_tokens=tokens.completion_tokens if tokens else None,
+        finish_reason=response.choices[0].finish_reason,
+    )
+
+
+def _play_reply(day: TradingDay, response: ChatCompletion, usage: DayUsage) -> None:
+    """Count the reply's tokens and play it as the day's next turn."""
+    if response.usage is not None:
+        usage.prompt_tokens += response.usage.prompt_tokens
+        usage.completion_tokens += response.usage.completion_tokens
+    message = response.choices[0].message
+    calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or [] if c.type == "function"]
+    content = message.content or ""
+    if calls:  # the text without its calls: some servers (transformers serve) leave the parsed markup in it too
+        content = CALL_BLOCK.sub("", content)
+    elif markup := [m for m in MARKUP if m in content]:
+        turn = day.replies + 1
+        usage.warnings.append(
+            f"turn {turn}: the reply holds tool-call markup {markup[0]} as text and the server parsed no call: "
+            "the server's tool-call parser does not match the model's format (see `trade eval serve`), "
+            "or the call is malformed"
+        )
+        log.warning("llm.tool_markup_as_text", day=str(day.episode.task.date), turn=turn, markup=markup[0])
+    day.turn(_with_reasoning(content, message), calls)
+
+
+def _with_reasoning(content: str, message: ChatCompletionMessage) -> str:
+    """The reply's text with its reasoning as a leading ``<think>`` block, which the TradingDay keeps apart:
+    a reasoning parser returns it as a field (``reasoning_content``, or ``reasoning`` in newer vLLM); without
+    one it stays in the text, where a template that opens the think block itself leaves only ``</think>``."""
+    extra = message.model_extra or {}
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        return f"<think>\n{reasoning}\n</think>\n\n{content}"
+    if "</think>" in content and "<think>" not in content:
+        return "<think>" + content
+    return content

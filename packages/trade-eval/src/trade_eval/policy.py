@@ -1,0 +1,77 @@
+"""A policy plays one trading day through the Episode's tools: a served LLM, or a baseline rule.
+
+Every policy acts only by tool calls on a :class:`~trade_tools.day.TradingDay`, the lifecycle training uses,
+so fills, fees, refusals and the trajectory record are the same for a model and a baseline. Policies are
+stateless plugins: what a run configures arrives as :class:`RunSettings`, and what a day cost comes back as
+:class:`DayUsage`. ``play`` is a coroutine so many days can be in flight against one server.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from trade_core.registry import Registry
+from trade_tools.day import TradingDay
+
+
+class RunSettings(BaseModel):
+    """What a run gives every policy (a baseline reads ``seed`` and ``options`` only)."""
+
+    model: str = Field("", description="the served model's name (OpenAI `model`)")
+    base_url: str | None = Field(None, description="the OpenAI-compatible server, e.g. http://127.0.0.1:8001/v1")
+    api_key: str = "EMPTY"
+    temperature: float = Field(0.7, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1, description="completion tokens per request")
+    seed: int = 0
+    request_timeout: float = Field(120.0, gt=0, description="seconds before one request is abandoned")
+    retries: int = Field(3, ge=0, description="retries of a failed request, with exponential backoff")
+    options: dict[str, Any] = Field(default_factory=dict, description="policy-specific settings (--set key=value)")
+
+
+class DayUsage(BaseModel):
+    """What playing a day cost, for the run's table (zero for baselines)."""
+
+    requests: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    warnings: list[str] = Field(default_factory=list, description="e.g. tool-call markup returned as plain text")
+
+
+class PolicyUnavailable(Exception):
+    """The policy could not finish the day for reasons outside the model (server down, timeouts after retries).
+
+    The backtest records the day as failed with this reason and holds the morning's portfolio.
+    """
+
+    def __init__(self, message: str, usage: DayUsage | None = None) -> None:
+        """``usage``: what the day cost before it failed (requests, retries, tokens), for the run's table."""
+        super().__init__(message)
+        self.usage = usage or DayUsage()
+
+
+class Policy(ABC):
+    """A way to trade a day. Subclasses set ``name`` and ``description`` and implement :meth:`play`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    needs_server: ClassVar[bool] = False
+    """Whether the policy needs ``--base-url`` and ``--model`` (the CLI refuses to start without them)."""
+    reads_prompt: ClassVar[bool] = True
+    """Whether the policy reads the Episode's system and user prompts; rule-based baselines do not, and skip
+    rendering them (the market summary is most of a baseline day's cost)."""
+
+    @abstractmethod
+    async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
+        """Play ``day`` until it closes (``day.is_open`` is False) using its tools only.
+
+        Raise :class:`PolicyUnavailable` for failures outside the model. A day left open is ended by the
+        caller as failed.
+        """
+
+
+POLICIES = Registry("trade_register_policies", "policy", Policy)

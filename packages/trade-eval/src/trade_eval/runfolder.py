@@ -1,0 +1,174 @@
+"""A backtest's run folder: ``manifest.json``, ``trajectories.jsonl``, ``days.jsonl`` and ``summary.json``.
+
+The JSONL files grow one whole line at a time (one write, flushed and fsynced), the trajectory of a day
+before its :class:`DayRecord`, so a killed run leaves at most one partial last line and trajectories whose
+day has no record: :func:`finished_days` reads what a resume can trust and cuts the rest away.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from trade_core.errors import TradeError, error_line
+from trade_core.files import atomic_write
+from trade_tools.rules import ExecutionRules
+
+MANIFEST, DAYS, TRAJECTORIES, SUMMARY = "manifest.json", "days.jsonl", "trajectories.jsonl", "summary.json"
+FORMAT = 1
+
+
+class Sampling(BaseModel):
+    temperature: float
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int = 0
+
+
+class PoolSpec(BaseModel):
+    """How the run's pool was chosen (``size`` drawn from ``universe`` with ``seed``, or read from ``file``)."""
+
+    size: int | None = None
+    file: str | None = None
+    universe: str
+    seed: int
+    symbols: list[str] = Field(description="the run's pool: drawn on the first day or read from the file")
+
+
+class DataRef(BaseModel):
+    path: str
+    fingerprint: str
+
+
+class Manifest(BaseModel):
+    """What a run is. Everything but ``command``, ``versions``, ``created_at`` and ``data.path`` must match
+    for ``--resume`` (:meth:`settings`)."""
+
+    format: Literal[1] = FORMAT
+    kind: Literal["backtest"] = "backtest"
+    command: list[str]
+    policy: str
+    model: str
+    base_url: str | None
+    sampling: Sampling
+    options: dict[str, Any] = Field(default_factory=dict, description="the policy's --set options")
+    start_date: dt.date
+    num_days: int
+    dates: list[dt.date] = Field(description="the planned trading days")
+    initial_cash: float
+    pool: PoolSpec
+    max_turns: int
+    rules: ExecutionRules
+    data: DataRef
+    versions: dict[str, str]
+    created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+
+    def settings(self) -> dict[str, Any]:
+        """The fields a resumed run must share with the run it continues."""
+        fields = self.model_dump(mode="json", exclude={"command", "versions", "created_at"})
+        fields["data"].pop("path")
+        return fields
+
+
+class DayRecord(BaseModel):
+    """One finished day of a run (a line of days.jsonl)."""
+
+    date: dt.date
+    index: int = Field(description="position in the manifest's dates (0-based)")
+    status: Literal["done", "failed"] = Field(description="failed: the policy could not play; portfolio held")
+    episode_status: Literal["stopped", "truncated", "failed"]
+    reason: str = Field("", description="why the day did not stop normally (Chinese), or the failure (English)")
+    nav: float = Field(description="CNY at the day's close after its trades and corporate actions")
+    cash: float
+    holdings: dict[str, int]
+    cost: dict[str, float] = Field(default_factory=dict, description="average cost per share carried on")
+    value_before: float = Field(description="the morning portfolio at the day's close, dividends included")
+    dividends: float = Field(0.0, description="cash settled for corporate actions since the previous close")
+    fees: float
+    costs: float = Field(description="fees plus slippage")
+    turnover: float = Field(description="gross traded / value_before")
+    orders: int
+    refused: int
+    tool_calls: int
+    tool_errors: int
+    turns: int
+    requests: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    trajectory_id: str
+    warnings: list[str] = Field(default_factory=list)
+
+
+def append_line(path: Path, text: str) -> None:
+    """Append one line with a single write, flushed and fsynced before returning."""
+    with open(path, "ab") as handle:
+        handle.write(text.encode("utf-8") + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def write_json(path: Path, value: BaseModel | dict[str, Any]) -> None:
+    text = value.model_dump_json(indent=2) if isinstance(value, BaseModel) else json.dumps(value, indent=2)
+    atomic_write(path, text + "\n")
+
+
+def read_manifest(out: Path) -> Manifest:
+    path = out / MANIFEST
+    if not path.is_file():
+        raise TradeError(f"{out} has no {MANIFEST}: nothing to resume", hint="run without --resume to start it")
+    try:
+        return Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as error:
+        raise TradeError(f"{path} is not a backtest manifest ({error_line(error)})") from None
+
+
+def finished_days(out: Path, dates: list[dt.date]) -> list[DayRecord]:
+    """The DayRecords a resume continues after, with the files cut to them: days.jsonl up to its first line
+    that is partial, unreadable or out of order, and trajectories.jsonl to the lines those records name."""
+    records: list[DayRecord] = []
+    kept: list[str] = []
+    lines = _lines(out / DAYS)
+    for line in lines:
+        try:
+            record = DayRecord.model_validate_json(line)
+        except ValidationError:
+            break
+        if len(records) >= len(dates) or record.date != dates[len(records)]:
+            break
+        records.append(record)
+        kept.append(line)
+    if len(kept) < len(lines) or _partial(out / DAYS):
+        atomic_write(out / DAYS, "".join(line + "\n" for line in kept))
+    ids = {record.trajectory_id for record in records}
+    trajectories = _lines(out / TRAJECTORIES)
+    wanted = [line for line in trajectories if _trajectory_id(line) in ids]
+    if len(wanted) < len(trajectories) or _partial(out / TRAJECTORIES):
+        atomic_write(out / TRAJECTORIES, "".join(line + "\n" for line in wanted))
+    return records
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+
+
+def _partial(path: Path) -> bool:
+    """Whether the file ends inside a line (a write cut short)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) != b"\n"
+
+
+def _trajectory_id(line: str) -> str | None:
+    try:
+        found = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return found.get("id") if isinstance(found, dict) else None

@@ -1,0 +1,38 @@
+"""Helpers for trade-eval's tests: backtests on the real data and a user's policy package on a site folder."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trade_data.store import MarketStore
+from trade_eval.backtest import Backtest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TUTORIAL = dt.date(2025, 6, 20)
+
+
+@pytest.fixture
+def backtest(real_store: MarketStore):  # type: ignore[no-untyped-def]
+    """``backtest(num_days, start=TUTORIAL, **kwargs)``: a :class:`Backtest` on the real data (pool of 20, seed 0)."""
+
+    def make(num_days: int = 60, start: dt.date = TUTORIAL, **kwargs: object) -> Backtest:
+        return Backtest(real_store, start, num_days, **kwargs)  # type: ignore[arg-type]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def policy_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the distribution ``trade-eval-testpolicy`` as pip installs one (module, dist-info with
+    its ``trade`` entry point): on PYTHONPATH, ``trade`` loads it like any user's plugin package."""
+    site = tmp_path_factory.mktemp("site")
+    shutil.copy(FIXTURES / "trade_eval_testpolicy.py", site)
+    info = site / "trade_eval_testpolicy-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: trade-eval-testpolicy\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[trade]\ntestpolicy = trade_eval_testpolicy\n")
+    return site

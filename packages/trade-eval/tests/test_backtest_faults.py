@@ -1,0 +1,56 @@
+"""`trade eval backtest --policy llm` against the fault-injecting server: every day is accounted for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trade_core.testing import run_trade
+from trade_eval.testing import LOOP, STOP, Drop, Fail, FaultServer, Reply, by_day
+
+MARKUP = '<tool_call>\n{"name": "TakeAction", "arguments": {"type": "stop"}}\n</tool_call>'
+PLAN = {
+    "2025-06-20": [Fail(500), STOP],  # retried, then stopped
+    "2025-06-23": [Fail(503)] * 3,  # the server stays down: failed after --retries 2, portfolio held
+    "2025-06-24": [Reply(calls=(("TakeAction", '{"type": "buy", "symbol": '),)), STOP],  # broken call, then stop
+    "2025-06-25": [LOOP] * 3,  # never stops: truncated at --max-turns 3
+    # dropped mid-answer, slower than --request-timeout, then a call the server did not parse
+    "2025-06-26": [Drop(), Reply(calls=STOP.calls, delay=5), Reply(content=MARKUP)],
+}
+
+
+def test_a_backtest_through_every_fault_finishes_and_accounts_for_every_day(real_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with FaultServer(by_day(PLAN)) as server:
+        run = run_trade(
+            "eval", "backtest", "--base-url", server.url, "--model", "trader", "--data", str(real_dataset),
+            "--start-date", "2025-06-20", "--num-days", "5", "--pool-size", "5", "--max-turns", "3",
+            "--request-timeout", "0.5", "--retries", "2", "--set", "backoff=0.01", "--out", str(out),
+        )  # fmt: skip
+    assert run.code == 0, run.err
+    days = [json.loads(line) for line in (out / "days.jsonl").read_text().splitlines()]
+    assert [d["date"] for d in days] == list(PLAN)
+    assert [(d["status"], d["episode_status"]) for d in days] == [
+        ("done", "stopped"),
+        ("failed", "failed"),
+        ("done", "stopped"),
+        ("done", "truncated"),
+        ("done", "failed"),
+    ]
+    assert [(d["requests"], d["retries"]) for d in days] == [(2, 1), (3, 2), (2, 0), (3, 0), (3, 2)]
+    assert days[1]["reason"] == "turn 1: HTTP 503 (internal server error) after 3 attempts"
+    assert days[1]["nav"] == days[0]["nav"] and days[1]["holdings"] == days[0]["holdings"]
+    assert (days[2]["tool_errors"], days[3]["reason"], days[4]["reason"]) == (
+        1,
+        "超过3轮仍未停止",
+        "回复中没有工具调用",
+    )
+    assert "tool-call markup" in days[4]["warnings"][0]
+    trajectories = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert [t["id"] for t in trajectories] == [d["trajectory_id"] for d in days]
+    broken = trajectories[2]["messages"][3]
+    assert broken["role"] == "tool" and broken["content"].startswith("错误：")
+    summary = json.loads((out / "summary.json").read_text())
+    assert {"llm", "hold", "equal-weight", "momentum", "CSI300"} <= set(summary["rows"])
+    assert summary["rows"]["llm"]["failed_days"] == 1
+    assert "failed 1 day(s): turn 1: HTTP 503" in run.out

@@ -1,0 +1,122 @@
+"""The baselines on the real data, checked against computations from the raw price arrays and the published
+fee schedule, without the Episode or the point-in-time view."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from trade_data.store import MarketStore
+from trade_eval.backtest import Backtest
+from trade_eval.policies.baselines import BASELINES, EqualWeight, Hold, Momentum, Random
+from trade_eval.policy import Policy, RunSettings
+from trade_eval.runfolder import DayRecord
+from trade_tools.episode import Episode
+from trade_tools.records import Task
+from trade_tools.trajectory import Trajectory
+
+
+def played(backtest: Backtest, policy: Policy, seed: int = 0) -> list[tuple[DayRecord, Trajectory]]:
+    async def collect() -> list[tuple[DayRecord, Trajectory]]:
+        return [pair async for pair in backtest.days(policy, RunSettings(seed=seed))]
+
+    return asyncio.run(collect())
+
+
+def last_bar(store: MarketStore, symbol: str, t: int) -> tuple[float, float]:
+    """(raw close, factor) of the symbol's last traded day up to calendar row ``t``, from the store's arrays."""
+    j = store.symbols.index(symbol)
+    row = int(np.flatnonzero(store.traded[: t + 1, j])[-1])
+    return float(store.raw["close"][row, j]), float(store.factor[row, j])
+
+
+def fill_cash(side: str, shares: int, close: float) -> float:
+    """Cash a fill moves, by the default schedule: 0.05% slippage, commission 0.025% (at least 5 CNY), transfer
+    fee 0.001%, stamp duty 0.05% on sells (from 2023-08-28), each rounded to the cent."""
+    gross = round(shares * close * (1.0005 if side == "buy" else 0.9995), 2)
+    fees = round(max(5.0, gross * 0.00025), 2) + round(gross * 0.00001, 2)
+    if side == "buy":
+        return -(gross + fees)
+    return gross - fees - round(gross * 0.0005, 2)
+
+
+def test_hold_nav_is_cash_plus_shares_at_the_close_with_dividends_in_cash(backtest, real_store: MarketStore) -> None:
+    run = backtest(60)
+    records = run.simulate(Hold(), RunSettings())
+    t0 = real_store.day_index(run.dates[0])
+    shares = records[0].holdings
+    assert len(shares) >= 15 and all(r.holdings == shares for r in records)  # bought on day 1, then held
+    cash = 1_000_000 + sum(fill_cash("buy", n, last_bar(real_store, s, t0)[0]) for s, n in shares.items())
+    dividends = 0.0
+    for k, record in enumerate(records):
+        t = t0 + k
+        if k:
+            for symbol, n in shares.items():
+                (close, factor), (_, before) = last_bar(real_store, symbol, t), last_bar(real_store, symbol, t - 1)
+                dividends += round(n * close * (factor / before - 1), 2) if factor != before else 0.0
+        value = sum(n * last_bar(real_store, s, t)[0] for s, n in shares.items())
+        assert record.nav == pytest.approx(cash + dividends + value, abs=1e-6), record.date
+    assert dividends > 10_000  # the window has ex-dividend days: the check above covers them
+    assert records[-1].nav == pytest.approx(1_187_368.60, abs=0.01)
+
+
+def test_equal_weight_fills_match_the_fee_schedule_and_equal_the_weights(backtest, real_store: MarketStore) -> None:
+    run = backtest(20)
+    days = played(run, EqualWeight())
+    k = next(i for i, (_, t) in enumerate(days) if i and {a.type for a in t.episode.actions} == {"buy", "sell", "stop"})
+    (before, _), (record, trajectory) = days[k - 1], days[k]
+    t = real_store.day_index(record.date)
+    holdings, cash = dict(before.holdings), before.cash + record.dividends
+    for action in trajectory.episode.actions[:-1]:
+        assert action.accepted, action.reason
+        close = last_bar(real_store, action.symbol, t)[0]
+        cash += fill_cash(action.type, action.amount, close)
+        change = action.amount if action.type == "buy" else -action.amount
+        holdings[action.symbol] = holdings.get(action.symbol, 0) + change
+    assert record.cash == pytest.approx(cash, abs=1e-6)
+    assert record.holdings == {s: n for s, n in holdings.items() if n}
+    values = {s: n * last_bar(real_store, s, t)[0] for s, n in record.holdings.items()}
+    assert record.nav == pytest.approx(cash + sum(values.values()), abs=1e-6)
+    target = record.value_before / len(trajectory.episode.task.pool)
+    pool = trajectory.episode.task.pool
+    off = [s for s in pool if abs(values.get(s, 0) - target) > 100 * last_bar(real_store, s, t)[0]]
+    assert len(off) <= 1, off  # only a stock whose minimum order costs more than its weight, or the last buy
+
+
+def test_momentum_holds_the_top_five_by_twenty_day_adjusted_return(backtest, real_store: MarketStore) -> None:
+    run = backtest(30)
+    for record, trajectory in played(run, Momentum()):
+        t = real_store.day_index(record.date)
+        gains = {}
+        for symbol in trajectory.episode.task.pool:
+            j = real_store.symbols.index(symbol)
+            rows = np.flatnonzero(real_store.traded[: t + 1, j])[-21:]
+            close = real_store.adjusted["close"][rows, j]
+            gains[symbol] = close[-1] / close[0] - 1
+        top = sorted(gains, key=lambda s: -gains[s])[:5]
+        limited = {s for s in [*top, *record.holdings] if real_store.limit_up[t, real_store.symbols.index(s)]
+                   or real_store.limit_down[t, real_store.symbols.index(s)]}  # fmt: skip
+        assert set(record.holdings) - limited == set(top) - limited, record.date
+
+
+@pytest.mark.parametrize("policy", [cls() for cls in BASELINES], ids=lambda p: p.name)
+def test_baselines_trade_within_the_rules_and_stop_every_day(policy: Policy, backtest) -> None:
+    run = backtest(20)
+    for record, trajectory in played(run, policy):
+        assert (record.status, record.episode_status, record.refused, record.tool_errors) == ("done", "stopped", 0, 0)
+        assert record.orders <= trajectory.episode.rules.max_actions and record.turns == 1
+        assert [m.role for m in trajectory.messages] == ["assistant", *["tool"] * record.tool_calls]
+
+
+def test_random_is_seeded_by_the_seed_and_the_date(backtest, real_store: MarketStore) -> None:
+    first, again, other = (backtest(10).simulate(Random(), RunSettings(seed=s)) for s in (3, 3, 4))
+    assert [r.holdings for r in first] == [r.holdings for r in again]
+    assert [r.holdings for r in first] != [r.holdings for r in other]
+    day = first[5].date
+    pool = ["SH600519", "SZ000001", "SZ300750", "SH601318", "SH688981", "SZ002594"]
+    mornings = [Task(task_id="t", date=day, pool=pool, cash=1e6),
+                Task(task_id="t", date=day, pool=pool, holdings={"SH600519": 100}, cash=5e5)]  # fmt: skip
+    drawn = [Random().weights(Episode.start(task, real_store), RunSettings(seed=3)) for task in mornings]
+    assert drawn[0] == drawn[1]  # the draw depends on the seed and the date, not on the portfolio
