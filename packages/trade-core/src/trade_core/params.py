@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
+from collections.abc import Iterable
+from typing import Any
 
 import click
 
@@ -39,3 +42,20 @@ class IsoDate(click.ParamType):
 
 
 ISO_DATE = IsoDate()
+
+
+def settings_from(pairs: Iterable[str], *, example: str) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as a dict: a value is JSON when it parses (numbers, true, lists), else text.
+
+    ``example`` is shown in the one-line error for a pair without ``=`` (e.g. ``"scale=25"``).
+    """
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise TradeError(f"--set {pair!r} is not KEY=VALUE", hint=f"e.g. --set {example}")
+        try:
+            settings[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key.strip()] = value
+    return settings

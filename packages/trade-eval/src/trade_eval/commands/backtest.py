@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from trade_core.errors import TradeError
-from trade_core.params import ISO_DATE
+from trade_core.params import ISO_DATE, settings_from
 from trade_tools.episode import MAX_TURNS
-
-
-def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
-    """``--set key=value`` pairs as a dict; a value is JSON when it parses (numbers, true, lists), else text."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise TradeError(f"--set {pair!r} is not KEY=VALUE", hint="e.g. --set backoff=2")
-        try:
-            options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key.strip()] = value
-    return options
 
 
 def _pool_file(path: Path) -> list[str]:
@@ -162,7 +146,8 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
         raise TradeError("--pool-size and --pool-file exclude each other", hint="pass one of them")
     settings = RunSettings(
         model=model, base_url=base_url, api_key=api_key, temperature=temperature, top_p=top_p,
-        max_tokens=max_tokens, request_timeout=request_timeout, retries=retries, seed=seed, options=_options(pairs),
+        max_tokens=max_tokens, request_timeout=request_timeout, retries=retries, seed=seed,
+        options=settings_from(pairs, example="backoff=2"),
     )  # fmt: skip
     store = MarketStore.load(data)
     backtest = Backtest(

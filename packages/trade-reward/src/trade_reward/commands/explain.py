@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from trade_core.errors import TradeError
+from trade_core.params import settings_from
 
 if TYPE_CHECKING:
     from trade_reward.schemes import RewardScheme
@@ -45,16 +46,7 @@ def scheme_from(name: str, assignments: tuple[str, ...]) -> RewardScheme:
     """The registered scheme ``name`` configured by ``KEY=VALUE`` assignments; bad ones are TradeErrors."""
     from trade_reward.schemes import get_scheme
 
-    settings: dict[str, Any] = {}
-    for assignment in assignments:
-        key, sep, raw = assignment.partition("=")
-        if not sep or not key.strip():
-            raise TradeError(f"--set {assignment!r} is not KEY=VALUE", hint="e.g. --set scale=25")
-        try:
-            settings[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            settings[key.strip()] = raw
-    return get_scheme(name, **settings)
+    return get_scheme(name, **settings_from(assignments, example="scale=25"))
 
 
 def _read_object(path: Path, index: int | None) -> dict[str, Any]:
