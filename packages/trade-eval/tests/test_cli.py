@@ -86,6 +86,6 @@ def test_the_table_prints_the_conventions_beside_the_metrics(real_dataset: Path,
     assert "annualised over 238 trading days a year (qlib: returns summed, as Qlib); risk-free 1.50%/yr" in run.out
     header = next(line for line in run.out.splitlines() if line.startswith("metric"))
     assert header.split() == ["metric", "momentum", "hold", "equal-weight", "CSI300"]
-    assert "Sharpe (238d/yr, rf 1.50%)" in run.out
+    assert "Sharpe (238 d/yr, rf 1.50%)" in run.out
     [folder] = (tmp_path / "runs").iterdir()
     assert folder.name == "momentum-2025-06-20-5d-seed0"

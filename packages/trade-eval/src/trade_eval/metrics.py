@@ -163,49 +163,70 @@ def activity(days: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 # -- the printed table ------------------------------------------------------------------------------
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.2%}"
+METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("total_return", "total return", "pct"),
+    ("annualised_return", "annualised return ({n} d/yr)", "pct"),
+    ("volatility", "volatility ({n} d/yr)", "upct"),
+    ("sharpe", "Sharpe ({n} d/yr, rf {rf})", "num"),
+    ("max_drawdown", "max drawdown", "pct"),
+    ("drawdown_peak", "drawdown peak", "text"),
+    ("drawdown_trough", "drawdown trough", "text"),
+    ("calmar", "Calmar ({n} d/yr)", "num"),
+    ("excess_return_vs_index", "excess return vs CSI300", "pct"),
+    ("information_ratio_vs_index", "information ratio vs CSI300 ({n} d/yr)", "num"),
+    ("excess_return_vs_hold", "excess return vs hold", "pct"),
+    ("information_ratio_vs_hold", "information ratio vs hold ({n} d/yr)", "num"),
+    ("win_rate_vs_hold", "daily win rate vs hold", "upct"),
+    ("mean", "mean daily return", "pct"),
+    ("std", "std of daily returns", "upct"),
+    ("turnover", "turnover per day", "upct"),
+    ("fees", "fees (CNY)", "cny"),
+    ("costs", "fees + slippage (CNY)", "cny"),
+    ("dividends", "dividends (CNY)", "cny"),
+    ("orders", "orders", "count"),
+    ("refused", "refused orders", "count"),
+    ("failed_days", "failed days", "count"),
+    ("unstopped_days", "days not ended by stop", "count"),
+    ("tool_calls_per_day", "tool calls per day", "num"),
+    ("tool_errors_per_day", "tool errors per day", "num"),
+    ("prompt_tokens_per_day", "prompt tokens per day", "count"),
+    ("completion_tokens_per_day", "completion tokens per day", "count"),
+    ("final_nav", "final NAV (CNY)", "cny"),
+    ("days", "days", "count"),
+)
+"""The metrics of summary.json in the order the CLI and the report show them: (key, label, format); the
+labels of annualised figures carry the trading days per year ({n}) and the Sharpe the
+risk-free rate ({rf}). The report shows other numbers under their key."""
 
 
-def _plain(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
+_TEXT = {
+    "pct": lambda v: f"{v:+.2%}",
+    "upct": lambda v: f"{v:.2%}",
+    "num": lambda v: f"{v:,.2f}",
+    "cny": lambda v: f"{v:,.0f}",
+    "count": lambda v: f"{v:,.0f}",
+}
+
+
+def _text(value: Any, kind: str) -> str:
+    if value is None or value == "":
+        return "-"
+    return str(value) if kind == "text" or isinstance(value, str) else _TEXT[kind](value)
 
 
 def table_lines(summary: Mapping[str, Any]) -> list[str]:
     """The metrics of summary.json as a fixed-width table, one column per row of ``summary["rows"]``,
     with every annualised figure labelled by its trading days per year."""
     conv = summary["conventions"]
-    n, rf = conv["trading_days_per_year"], conv["risk_free"]
-    lines_spec: list[tuple[str, Any]] = [
-        ("total return", lambda r: _pct(r["total_return"])),
-        (f"annualised return ({n}d/yr)", lambda r: _pct(r["annualised_return"])),
-        (f"volatility ({n}d/yr)", lambda r: _pct(r["volatility"]).lstrip("+")),
-        (f"Sharpe ({n}d/yr, rf {rf:.2%})", lambda r: _plain(r["sharpe"])),
-        ("max drawdown", lambda r: _pct(r["max_drawdown"])),
-        ("  peak", lambda r: r["drawdown_peak"]),
-        ("  trough", lambda r: r["drawdown_trough"]),
-        (f"Calmar ({n}d/yr)", lambda r: _plain(r["calmar"])),
-        ("excess return vs CSI300", lambda r: _pct(r.get("excess_return_vs_index"))),
-        (f"information ratio vs CSI300 ({n}d/yr)", lambda r: _plain(r.get("information_ratio_vs_index"))),
-        ("excess return vs hold", lambda r: _pct(r.get("excess_return_vs_hold"))),
-        (f"information ratio vs hold ({n}d/yr)", lambda r: _plain(r.get("information_ratio_vs_hold"))),
-        ("daily win rate vs hold", lambda r: _pct(r.get("win_rate_vs_hold")).lstrip("+")),
-        ("turnover per day", lambda r: _pct(r.get("turnover")).lstrip("+")),
-        ("fees + slippage (CNY)", lambda r: _plain(r.get("costs"), 0)),
-        ("failed days", lambda r: _plain(r.get("failed_days"), 0)),
-        ("days not stopped by the policy", lambda r: _plain(r.get("unstopped_days"), 0)),
-        ("tool calls per day", lambda r: _plain(r.get("tool_calls_per_day"), 1)),
-        ("tokens per day (prompt/completion)", _tokens),
-        ("final NAV (CNY)", lambda r: _plain(r["final_nav"], 0)),
+    fill = {"n": conv["trading_days_per_year"], "rf": f"{conv['risk_free']:.2%}"}
+    rows = summary["rows"]
+    present = {key for row in rows.values() for key in row}
+    cells = [
+        [label.format(**fill), *(_text(row.get(key), kind) for row in rows.values())]
+        for key, label, kind in METRIC_ROWS
+        if key in present
     ]
-    names = list(summary["rows"])
-    cells = [[label, *(fill(summary["rows"][name]) for name in names)] for label, fill in lines_spec]
-    header = ["metric", *names]
+    header = ["metric", *rows]
     widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
     return ["  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
             for row in [header, *cells]]  # fmt: skip
-
-
-def _tokens(row: Mapping[str, Any]) -> str:
-    prompt, completion = row.get("prompt_tokens_per_day"), row.get("completion_tokens_per_day")
-    return "-" if prompt is None else f"{prompt:,.0f}/{completion:,.0f}"

@@ -19,7 +19,7 @@ import numpy as np
 
 from trade_core.files import atomic_write
 from trade_eval.backtest import INDEX_ROW
-from trade_eval.metrics import Conventions, performance
+from trade_eval.metrics import METRIC_ROWS, Conventions, performance
 from trade_eval.report.charts import Kind, Line, drawdown_chart, nav_chart
 from trade_eval.report.runs import NavSeries, Run, finite
 from trade_eval.runfolder import DayRecord
@@ -80,40 +80,6 @@ _ENV.filters.update(cny=cny, pct=pct, num=num, count=count, sign=sign)
 
 # -- the parts of the page -------------------------------------------------------------------------
 
-METRICS: tuple[tuple[str, str, str], ...] = (
-    ("total_return", "total return", "pct"),
-    ("annualised_return", "annualised return ({n} d/yr)", "pct"),
-    ("volatility", "volatility ({n} d/yr)", "upct"),
-    ("sharpe", "Sharpe ({n} d/yr, rf {rf})", "num"),
-    ("max_drawdown", "max drawdown", "pct"),
-    ("drawdown_peak", "drawdown peak", "text"),
-    ("drawdown_trough", "drawdown trough", "text"),
-    ("calmar", "Calmar ({n} d/yr)", "num"),
-    ("excess_return_vs_index", "excess return vs CSI300", "pct"),
-    ("information_ratio_vs_index", "information ratio vs CSI300 ({n} d/yr)", "num"),
-    ("excess_return_vs_hold", "excess return vs hold", "pct"),
-    ("information_ratio_vs_hold", "information ratio vs hold ({n} d/yr)", "num"),
-    ("win_rate_vs_hold", "daily win rate vs hold", "upct"),
-    ("mean", "mean daily return", "pct"),
-    ("std", "std of daily returns", "upct"),
-    ("turnover", "turnover per day", "upct"),
-    ("fees", "fees (CNY)", "cny"),
-    ("costs", "fees + slippage (CNY)", "cny"),
-    ("dividends", "dividends (CNY)", "cny"),
-    ("orders", "orders", "count"),
-    ("refused", "refused orders", "count"),
-    ("failed_days", "failed days", "count"),
-    ("unstopped_days", "days not ended by stop", "count"),
-    ("tool_calls_per_day", "tool calls per day", "num"),
-    ("tool_errors_per_day", "tool errors per day", "num"),
-    ("prompt_tokens_per_day", "prompt tokens per day", "count"),
-    ("completion_tokens_per_day", "completion tokens per day", "count"),
-    ("final_nav", "final NAV (CNY)", "cny"),
-    ("days", "days", "count"),
-)
-"""The metrics of summary.json in the order shown: (key, label, format); the labels of annualised figures carry
-the trading days per year ({n}) and the Sharpe the risk-free rate ({rf}). Other numbers show under their key."""
-
 
 def _format(value: Any, kind: str) -> str:
     if kind == "text" or isinstance(value, str):
@@ -127,9 +93,9 @@ def metrics_table(rows: Any, conventions: dict[str, Any]) -> dict[str, Any] | No
         return None
     rows = {str(name): row for name, row in rows.items() if isinstance(row, dict)}
     fill = {"n": conventions.get("trading_days_per_year", "?"), "rf": pct(conventions.get("risk_free"), signed=False)}
-    known = {key for key, _, _ in METRICS}
+    known = {key for key, _, _ in METRIC_ROWS}
     others = sorted({k for row in rows.values() for k, v in row.items() if k not in known and finite(v) is not None})
-    spec = [*METRICS, *((key, key.replace("_", " "), "num") for key in others)]
+    spec = [*METRIC_ROWS, *((key, key.replace("_", " "), "num") for key in others)]
     present = {key for row in rows.values() for key in row}
     cells = [
         (label.format(**fill), [_format(row.get(key), kind) for row in rows.values()])
