@@ -1,7 +1,7 @@
 """A real OpenAI-compatible server: the tiny Qwen3 taught the tool-call format (`trade model tiny --sft-steps`),
 served by `transformers serve` on 127.0.0.1, and a 5-day `trade eval backtest --policy llm` on the real data.
 
-Needs torch, trade-train[tiny] and transformers[serving] (`tox -e eval-live`); skipped where they are absent.
+Needs torch, trade-train[tiny] and transformers[serving] (`tox -e eval`); skipped where they are absent.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "fastapi", "uvicorn")),
-        reason="needs torch and transformers[serving] (tox -e eval-live)",
+        reason="needs torch and transformers[serving] (tox -e eval)",
     ),
 ]
 SFT_STEPS = 300
