@@ -1,0 +1,95 @@
+"""``trade eval tasks``: every task of a split as an independent episode, many in flight, scored as in training."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from trade_core.errors import TradeError
+from trade_core.params import settings_from
+from trade_eval.commands.backtest import backtest_command
+
+SHARED = ("api_key", "temperature", "top_p", "max_tokens", "request_timeout", "retries", "seed", "pairs")
+"""The server and sampling options, the same as `trade eval backtest`'s."""
+
+
+def _default_out(policy: str, model: str, split: str, samples: int, seed: int) -> Path:
+    who = re.sub(r"[^A-Za-z0-9._-]+", "_", model.rsplit("/", 1)[-1]) if model else policy
+    return Path("runs") / f"tasks-{who}-{split}-x{samples}-seed{seed}"
+
+
+@click.command("tasks", short_help="Evaluate every task of a split as an independent episode, scored as in training.")
+@click.option("--tasks", "tasks_path", required=True, type=click.Path(path_type=Path),
+              help="A `trade data tasks` folder (with --split) or one of its .jsonl files.")  # fmt: skip
+@click.option("--split", help="The folder's split to evaluate (e.g. test).")
+@click.option("--policy", "policy_name", default="llm", show_default=True,
+              help="Policy: llm, hold, equal-weight, momentum, random, or a plugin's.")  # fmt: skip
+@click.option("--base-url", "base_urls", multiple=True,
+              help="OpenAI-compatible server (repeatable: each episode goes to the least busy one).")  # fmt: skip
+@click.option("--model", default="", help="The served model's name (OpenAI `model`).")
+@click.option("--samples", default=1, show_default=True, type=click.IntRange(min=1), help="Episodes per task.")
+@click.option("--concurrency", default=64, show_default=True, type=click.IntRange(min=1),
+              help="Episodes in flight at once.")  # fmt: skip
+@click.option("--scheme", "schemes", multiple=True, default=("bucketed",), show_default=True,
+              help="Reward scheme (repeatable, `trade reward list`); the first fills Trajectory.reward.")  # fmt: skip
+@click.option("--data", type=click.Path(path_type=Path), help="Dataset folder [the tasks manifest's dataset].")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N tasks.")
+@click.option("--out", type=click.Path(path_type=Path), help="Run folder [runs/tasks-<model>-<split>-x<N>-seed<S>].")
+@click.option("--resume", is_flag=True, help="Skip the (task, sample) pairs --out already holds (same flags).")
+def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_urls: tuple[str, ...], model: str,
+                  samples: int, concurrency: int, schemes: tuple[str, ...], data: Path | None, limit: int | None,
+                  out: Path | None, resume: bool, api_key: str, temperature: float, top_p: float | None,
+                  max_tokens: int | None, request_timeout: float, retries: int, seed: int,
+                  pairs: tuple[str, ...]) -> None:  # fmt: skip
+    """Play every task of --tasks (each --samples times) as a fresh episode on the training Episode, with the
+    task's own prompt, and score it with the task's ground truth through the reward schemes training uses.
+
+    Episodes are independent: --concurrency of them are in flight at once, spread over the --base-url
+    servers. An episode the server cannot answer (after retries) is recorded as failed with its reason;
+    the run goes on. Each finished episode is appended to --out (trajectories.jsonl, episodes.jsonl);
+    --resume skips those. The end prints (and writes to summary.json) the mean reward per scheme, the stop
+    and tool-error rates, the failure reasons, turns and tokens per episode.
+
+    \b
+    trade eval tasks --tasks tasks --split test --base-url http://127.0.0.1:8001/v1 --model trader_agent
+    trade eval tasks --tasks tasks/test.jsonl --policy momentum --limit 100
+    """
+    from trade_core.plugins import get_manager
+    from trade_data.store import MarketStore
+    from trade_eval.policy import POLICIES, RunSettings
+    from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks, summary_lines
+    from trade_reward.schemes import get_scheme
+
+    policy = POLICIES.get(policy_name)
+    if policy.needs_server and not (base_urls and model):
+        raise TradeError(
+            f"policy '{policy_name}' needs a served model",
+            hint="pass --base-url URL and --model NAME (`trade eval serve` prints a server command)",
+        )
+    chosen = [get_scheme(name) for name in dict.fromkeys(schemes)]
+    records, split_name, dataset = load_tasks(tasks_path, split)
+    data = data or dataset
+    if data is None:
+        raise TradeError(f"{tasks_path} has no tasks manifest naming its dataset", hint="pass --data DIR")
+    settings = RunSettings(
+        model=model, api_key=api_key, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+        request_timeout=request_timeout, retries=retries, seed=seed, options=settings_from(pairs, example="backoff=2"),
+    )  # fmt: skip
+    evaluation = TasksEval(MarketStore.load(data), records[:limit], chosen, samples)
+    servers = list(base_urls) if policy.needs_server else []
+    origin = POLICIES.provided(get_manager())[policy_name].origin
+    manifest = new_manifest(
+        evaluation, policy_name, settings, command=["trade", *sys.argv[1:]], tasks=tasks_path, split=split_name,
+        servers=servers, data=data, policy_dist=origin.dist,
+    )  # fmt: skip
+    out = out or _default_out(policy_name, model, split_name, samples, seed)
+    summary = run_tasks(evaluation, policy, settings, out, manifest, servers=servers, concurrency=concurrency,
+                        resume=resume)  # fmt: skip
+    click.echo(f"\n{out}: {len(evaluation.records)} tasks of {split_name} x {samples} sample(s), policy {policy_name}")
+    click.echo("\n".join(summary_lines(summary)))
+
+
+tasks_command.params += [p for p in backtest_command.params if p.name in SHARED]

@@ -1,0 +1,396 @@
+"""Single-day evaluation at scale: every task of a tasks folder (``trade data tasks``) is an independent episode.
+
+A task is played as training plays it: the record's own prompt and task on a fresh Episode, scored with the
+record's ground truth through trade-reward's schemes (:func:`trade_reward.outcome.outcome`, a malformed input
+scoring ``malformed`` as verl's ``compute_score`` does). Episodes need nothing from each other, so many are in
+flight at once (``concurrency``) and each talks to the least busy server. A server failure after the policy's
+retries fails that episode with its reason; the run goes on.
+
+The run folder holds ``manifest.json``, ``trajectories.jsonl`` (trade-tools Trajectories with ground truth and
+reward), ``episodes.jsonl`` (one :class:`EpisodeRecord` per finished episode, appended after its trajectory, in
+the order episodes finish) and ``summary.json``. ``--resume`` skips the (task, sample) pairs already recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import itertools
+import statistics
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+from pydantic import BaseModel, Field, ValidationError
+
+from trade_core.errors import TradeError, error_line
+from trade_core.files import atomic_write
+from trade_data.store import MarketStore
+from trade_eval.backtest import LEFT_OPEN, data_fingerprint, versions
+from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
+from trade_eval.runfolder import (
+    MANIFEST,
+    SUMMARY,
+    TRAJECTORIES,
+    DataRef,
+    Sampling,
+    _lines,
+    _partial,
+    _trajectory_id,
+    append_line,
+    write_json,
+)
+from trade_reward.outcome import DEFAULT_WEIGHTS, MALFORMED, Outcome, outcome
+from trade_reward.schemes import RewardScheme
+from trade_reward.taskfolder import TaskRecord, read_manifest, read_records
+from trade_tools.day import TradingDay
+from trade_tools.episode import Episode
+from trade_tools.records import Reward
+from trade_tools.trajectory import Trajectory
+
+log = structlog.get_logger("trade.eval.tasks")
+
+EPISODES = "episodes.jsonl"
+SOURCE = "eval-tasks"
+
+
+class EpisodeRecord(BaseModel):
+    """One finished episode (a line of episodes.jsonl)."""
+
+    task_id: str
+    sample: int = Field(description="which of the task's --samples (0-based)")
+    date: dt.date
+    status: Literal["done", "failed"] = Field(description="failed: the policy could not play (server down)")
+    episode_status: str
+    reason: str = Field("", description="the server failure (English), or why the episode did not stop (Chinese)")
+    server: str | None = None
+    rewards: dict[str, Reward] = Field(default_factory=dict, description="by scheme; none for a failed episode")
+    tool_calls: int
+    tool_errors: int
+    turns: int
+    requests: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    trajectory_id: str
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TasksRef(BaseModel):
+    path: str
+    split: str
+    count: int = Field(description="tasks evaluated (after --limit)")
+    fingerprint: str = Field(description="hash of their task ids, in order")
+
+
+class TasksManifest(BaseModel):
+    """What a tasks run is; everything but ``command``, ``base_urls``, ``versions``, ``created_at`` and the
+    paths must match for ``--resume``."""
+
+    format: Literal[1] = 1
+    kind: Literal["tasks"] = "tasks"
+    command: list[str]
+    policy: str
+    model: str
+    base_urls: list[str]
+    sampling: Sampling
+    options: dict[str, Any] = Field(default_factory=dict)
+    tasks: TasksRef
+    samples: int
+    schemes: dict[str, dict[str, Any]] = Field(description="each scheme's settings; the first fills Trajectory.reward")
+    weights: list[float]
+    data: DataRef
+    versions: dict[str, str]
+    created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+
+    def settings(self) -> dict[str, Any]:
+        fields = self.model_dump(mode="json", exclude={"command", "base_urls", "versions", "created_at"})
+        fields["data"].pop("path")
+        fields["tasks"].pop("path")
+        return fields
+
+
+def load_tasks(path: Path, split: str | None) -> tuple[list[TaskRecord], str, Path | None]:
+    """The records of a tasks folder's ``split`` or of a task JSONL file, the split's name, and the dataset
+    the folder's manifest names (None when there is no manifest beside a file)."""
+    path = Path(path)
+    if path.is_dir():
+        manifest = read_manifest(path)
+        names = [s.name for s in manifest.splits]
+        if split not in names:
+            problem = "is a tasks folder: --split is required" if split is None else f"has no split {split!r}"
+            raise TradeError(f"{path} {problem}", hint=f"its splits: {', '.join(names)}")
+        return read_records(path, split), split, Path(manifest.dataset)
+    if not path.is_file():
+        raise TradeError(f"--tasks {path}: no such folder or file", hint="a `trade data tasks` folder or its .jsonl")
+    dataset = Path(read_manifest(path.parent).dataset) if (path.parent / "manifest.json").is_file() else None
+    return read_records(path.parent, path.stem), path.stem, dataset
+
+
+def tasks_fingerprint(records: Sequence[TaskRecord]) -> str:
+    return hashlib.sha256("\n".join(r.task.task_id for r in records).encode()).hexdigest()[:16]
+
+
+def score(episode: Episode, record: TaskRecord, schemes: Sequence[RewardScheme]) -> dict[str, Reward]:
+    """The episode's reward under each scheme, as training computes it from the record's ground truth."""
+    try:
+        result = outcome(episode, record.ground_truth, DEFAULT_WEIGHTS)
+    except TradeError as refused:
+        log.warning("tasks.reward_input_refused", task=record.task.task_id, error=error_line(refused))
+        result = Outcome.unscorable(MALFORMED, episode)
+    return {scheme.name: scheme.score(result) for scheme in schemes}
+
+
+class Servers:
+    """Each episode talks to the server with the fewest episodes in flight (ties in turn)."""
+
+    def __init__(self, urls: Sequence[str]) -> None:
+        self.busy = dict.fromkeys(urls, 0)
+        self.turn = itertools.count()
+
+    @contextmanager
+    def lease(self) -> Iterator[str | None]:
+        if not self.busy:
+            yield None
+            return
+        urls = list(self.busy)
+        start = next(self.turn) % len(urls)
+        url = min(urls[start:] + urls[:start], key=self.busy.__getitem__)
+        self.busy[url] += 1
+        try:
+            yield url
+        finally:
+            self.busy[url] -= 1
+
+
+class TasksEval:
+    """The tasks, the dataset and the schemes of one run; plays any policy over them."""
+
+    def __init__(self, store: MarketStore, records: Sequence[TaskRecord], schemes: Sequence[RewardScheme],
+                 samples: int = 1) -> None:  # fmt: skip
+        if not schemes:
+            raise TradeError("no reward scheme to score with", hint="pass --scheme bucketed")
+        self.store = store
+        self.records = list(records)
+        self.schemes = list(schemes)
+        self.samples = samples
+
+    def pending(self, done: Sequence[EpisodeRecord] = ()) -> list[tuple[TaskRecord, int]]:
+        finished = {(r.task_id, r.sample) for r in done}
+        pairs = itertools.product(self.records, range(self.samples))
+        return [(record, n) for record, n in pairs if (record.task.task_id, n) not in finished]
+
+    async def play(self, policy: Policy, settings: RunSettings, record: TaskRecord, sample: int,
+                   server: str | None) -> tuple[EpisodeRecord, Trajectory]:  # fmt: skip
+        """Play one task as one episode (sample ``sample`` seeds the sampling apart) and score it."""
+        episode = Episode.start(record.task, self.store)
+        day = TradingDay(episode, record.prompt if policy.reads_prompt else [])
+        run = settings.model_copy(update={"base_url": server, "seed": settings.seed + sample})
+        usage, failure = DayUsage(), ""
+        try:
+            usage = await policy.play(day, run)
+        except PolicyUnavailable as error:
+            usage, failure = error.usage, error_line(error) or type(error).__name__
+        except Exception as error:  # a broken policy fails its episode, never the run
+            log.exception("tasks.policy_error", policy=policy.name, task=record.task.task_id)
+            failure = f"policy {policy.name} raised {type(error).__name__}: {error_line(error)}"
+        if failure:
+            episode.end("failed", failure)
+        elif day.is_open:
+            episode.end("failed", LEFT_OPEN)
+        rewards = {} if failure else score(episode, record, self.schemes)
+        first = rewards.get(self.schemes[0].name)
+        trajectory = day.to_trajectory(SOURCE, model=settings.model, ground_truth=record.ground_truth, reward=first)
+        result = EpisodeRecord(
+            task_id=record.task.task_id,
+            sample=sample,
+            date=record.task.date,
+            status="failed" if failure else "done",
+            episode_status=episode.status,
+            reason=failure or ("" if episode.status == "stopped" else episode.status_reason),
+            server=server,
+            rewards=rewards,
+            tool_calls=episode.tool_calls,
+            tool_errors=episode.tool_errors,
+            turns=episode.turns,
+            trajectory_id=trajectory.id,
+            **usage.model_dump(),
+        )
+        return result, trajectory
+
+    async def episodes(self, policy: Policy, settings: RunSettings, pending: Sequence[tuple[TaskRecord, int]],
+                       servers: Sequence[str] = (),
+                       concurrency: int = 64) -> AsyncIterator[tuple[EpisodeRecord, Trajectory]]:  # fmt: skip
+        """Play ``pending`` with at most ``concurrency`` in flight; yields each as it finishes."""
+        gate, pool = asyncio.Semaphore(concurrency), Servers(servers)
+
+        async def one(record: TaskRecord, sample: int) -> tuple[EpisodeRecord, Trajectory]:
+            async with gate:
+                with pool.lease() as url:
+                    return await self.play(policy, settings, record, sample, url)
+
+        running = [asyncio.ensure_future(one(record, sample)) for record, sample in pending]
+        try:
+            for finished in asyncio.as_completed(running):
+                yield await finished
+        finally:
+            for task in running:
+                task.cancel()
+
+
+def finished_episodes(out: Path) -> list[EpisodeRecord]:
+    """The records a resume trusts, with the files cut to them: episodes.jsonl up to its first partial or
+    unreadable line, trajectories.jsonl to the lines those records name."""
+    records: list[EpisodeRecord] = []
+    lines = _lines(out / EPISODES)
+    for line in lines:
+        try:
+            records.append(EpisodeRecord.model_validate_json(line))
+        except ValidationError:
+            break
+    if len(records) < len(lines) or _partial(out / EPISODES):
+        atomic_write(out / EPISODES, "".join(line + "\n" for line in lines[: len(records)]))
+    ids = {record.trajectory_id for record in records}
+    trajectories = _lines(out / TRAJECTORIES)
+    wanted = [line for line in trajectories if _trajectory_id(line) in ids]
+    if len(wanted) < len(trajectories) or _partial(out / TRAJECTORIES):
+        atomic_write(out / TRAJECTORIES, "".join(line + "\n" for line in wanted))
+    return records
+
+
+def open_run(out: Path, manifest: TasksManifest, *, resume: bool) -> list[EpisodeRecord]:
+    """Start the run folder (writing the manifest), or check it is this run and return its finished episodes."""
+    if resume:
+        path = out / MANIFEST
+        try:
+            stored = TasksManifest.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValidationError) as error:
+            raise TradeError(f"{out} holds no tasks run to resume ({error_line(error)})",
+                             hint="run without --resume to start it") from None  # fmt: skip
+        mine, theirs = manifest.settings(), stored.settings()
+        if mine != theirs:
+            differ = [key for key in mine if mine[key] != theirs.get(key)]
+            raise TradeError(
+                f"{out} was started with other settings ({', '.join(differ)} differ)",
+                hint="resume with the flags it was started with, or choose another --out",
+            )
+        return finished_episodes(out)
+    if (out / MANIFEST).exists() or (out / EPISODES).exists():
+        raise TradeError(f"{out} already holds a run", hint="pass --resume to continue it, or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / MANIFEST, manifest)
+    return []
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def summarize(records: Sequence[EpisodeRecord], schemes: Sequence[str]) -> dict[str, Any]:
+    """summary.json: rewards over the episodes the policy played (a failed one has no reward), the rest over
+    every episode. Failure reasons: the first scheme's failure of a played episode, or the server's."""
+    played = [r for r in records if r.status == "done"]
+    calls = sum(r.tool_calls for r in records)
+    reasons = Counter(
+        r.rewards[schemes[0]].failure if r.status == "done" else f"unavailable: {r.reason}" for r in records
+    )
+    reasons.pop(None, None)
+    return {
+        "episodes": len(records),
+        "played": len(played),
+        "failed": len(records) - len(played),
+        "mean_reward": {name: _mean([r.rewards[name].score for r in played]) for name in schemes},
+        "stop_rate": _mean([r.episode_status == "stopped" for r in played]),
+        "tool_error_rate": sum(r.tool_errors for r in records) / calls if calls else None,
+        "failure_reasons": dict(reasons.most_common()),
+        "turns_per_episode": _mean([r.turns for r in records]),
+        "prompt_tokens_per_episode": _mean([r.prompt_tokens for r in records]),
+        "completion_tokens_per_episode": _mean([r.completion_tokens for r in records]),
+        "requests": sum(r.requests for r in records),
+        "retries": sum(r.retries for r in records),
+        "servers": dict(Counter(r.server for r in records if r.server)),
+    }
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary as the CLI prints it."""
+
+    def show(value: float | None, form: str) -> str:
+        return "-" if value is None else format(value, form)
+
+    lines = [f"{summary['episodes']} episodes: {summary['played']} played, {summary['failed']} failed (server)"]
+    lines += [f"mean reward {name}: {show(v, '+.4f')}" for name, v in summary["mean_reward"].items()]
+    lines += [
+        f"stop rate {show(summary['stop_rate'], '.1%')}  tool-error rate {show(summary['tool_error_rate'], '.1%')}",
+        f"per episode: turns {show(summary['turns_per_episode'], '.2f')}, prompt tokens "
+        f"{show(summary['prompt_tokens_per_episode'], ',.0f')}, completion tokens "
+        f"{show(summary['completion_tokens_per_episode'], ',.0f')}",
+    ]
+    lines += [f"failure {reason}: {count}" for reason, count in summary["failure_reasons"].items()]
+    return lines
+
+
+def run_tasks(evaluation: TasksEval, policy: Policy, settings: RunSettings, out: Path, manifest: TasksManifest, *,
+              servers: Sequence[str] = (), concurrency: int = 64, resume: bool = False,
+              progress: bool = True) -> dict[str, Any]:  # fmt: skip
+    """Play every (task, sample) not yet in ``out`` and write summary.json; returns it."""
+    from tqdm import tqdm
+
+    out = Path(out)
+    records = open_run(out, manifest, resume=resume)
+    pending = evaluation.pending(records)
+    first = evaluation.schemes[0].name
+    total = len(evaluation.records) * evaluation.samples
+    log.info("tasks.start", out=str(out), policy=policy.name, episodes=total, done=len(records))
+    bar = tqdm(
+        total=total, initial=total - len(pending), desc=policy.name, unit="ep", disable=None if progress else True
+    )
+
+    async def play() -> None:
+        scores = [r.rewards[first].score for r in records if r.status == "done"]
+        async for record, trajectory in evaluation.episodes(policy, settings, pending, servers, concurrency):
+            append_line(out / TRAJECTORIES, trajectory.model_dump_json())
+            append_line(out / EPISODES, record.model_dump_json())
+            records.append(record)
+            if record.status == "done":
+                scores.append(record.rewards[first].score)
+            else:
+                log.warning("tasks.episode_failed", task=record.task_id, sample=record.sample, reason=record.reason)
+            bar.set_postfix_str(f"{first} {statistics.fmean(scores):+.3f}" if scores else "")
+            bar.update()
+
+    with bar:
+        asyncio.run(play())
+    summary = summarize(records, [s.name for s in evaluation.schemes])
+    write_json(out / SUMMARY, summary)
+    return summary
+
+
+def new_manifest(evaluation: TasksEval, policy_name: str, settings: RunSettings, *, command: list[str],
+                 tasks: Path, split: str, servers: Sequence[str], data: Path,
+                 policy_dist: str = "trade-eval") -> TasksManifest:  # fmt: skip
+    return TasksManifest(
+        command=command,
+        policy=policy_name,
+        model=settings.model,
+        base_urls=list(servers),
+        sampling=Sampling(
+            temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens, seed=settings.seed
+        ),
+        options=settings.options,
+        tasks=TasksRef(
+            path=str(Path(tasks).resolve()),
+            split=split,
+            count=len(evaluation.records),
+            fingerprint=tasks_fingerprint(evaluation.records),
+        ),
+        samples=evaluation.samples,
+        schemes={s.name: s.settings.model_dump(mode="json") for s in evaluation.schemes},
+        weights=list(DEFAULT_WEIGHTS),
+        data=DataRef(path=str(Path(data).resolve()), fingerprint=data_fingerprint(evaluation.store.path)),
+        versions=versions(policy_dist),
+    )

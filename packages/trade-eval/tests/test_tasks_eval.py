@@ -1,0 +1,147 @@
+"""`trade eval tasks` on a tasks folder built by the real `trade data tasks` code on the real data."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from trade_core.errors import TradeError
+from trade_core.testing import run_trade
+from trade_data.store import MarketStore
+from trade_eval.policy import POLICIES, RunSettings
+from trade_eval.runfolder import MANIFEST, SUMMARY, TRAJECTORIES
+from trade_eval.tasks_eval import EPISODES, TasksEval, load_tasks, new_manifest, run_tasks
+from trade_eval.testing import LOOP, STOP, Fail, FaultServer, Reply, Request
+from trade_reward.commands.explain import breakdown, play
+from trade_reward.schemes import get_scheme
+from trade_reward.tasks import build_tasks
+from trade_tools.episode import Episode
+from trade_tools.trajectory import Trajectory
+
+SPLIT = "test=2025-07-01:2025-07-14"
+
+
+@pytest.fixture(scope="module")
+def tasks_folder(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two tasks a day over a few days of July 2025."""
+    out = tmp_path_factory.mktemp("tasks") / "tasks"
+    build_tasks(real_dataset, out, split=SPLIT, pool_size="8", per_day=2, seed=3)
+    return out
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _run(tasks: Path, real_store: MarketStore, out: Path, policy_name: str, servers: tuple[str, ...] = (),
+         samples: int = 1, concurrency: int = 8, limit: int | None = None, resume: bool = False) -> dict:  # fmt: skip
+    records, split, _ = load_tasks(tasks, "test")
+    evaluation = TasksEval(real_store, records[:limit], [get_scheme("bucketed"), get_scheme("continuous")], samples)
+    settings = RunSettings(model="m", retries=1, request_timeout=5, options={"backoff": 0})
+    manifest = new_manifest(evaluation, policy_name, settings, command=[], tasks=tasks, split=split,
+                            servers=servers, data=real_store.path)  # fmt: skip
+    return run_tasks(evaluation, POLICIES.get(policy_name), settings, out, manifest, servers=servers,
+                     concurrency=concurrency, resume=resume, progress=False)  # fmt: skip
+
+
+def test_a_baseline_run_scores_what_trade_reward_explain_scores(
+    tasks_folder: Path, real_dataset: Path, real_store: MarketStore, tmp_path: Path
+) -> None:
+    """Through the CLI: each episode's reward (both schemes) equals replaying its orders the way `trade reward
+    explain` does, on a fresh Episode scored with the task file's ground truth."""
+    out = tmp_path / "run"
+    args = ["eval", "tasks", "--tasks", str(tasks_folder / "test.jsonl"), "--policy", "equal-weight", "--scheme",
+            "bucketed", "--scheme", "continuous", "--data", str(real_dataset), "--out", str(out)]  # fmt: skip
+    done = run_trade(*args)
+    assert done.code == 0, done.err
+    records = {r.task.task_id: r for r in load_tasks(tasks_folder / "test.jsonl", None)[0]}
+    episodes = {e["trajectory_id"]: e for e in _lines(out / EPISODES)}
+    assert len(episodes) == len(records) >= 6
+    traded = 0
+    for line in _lines(out / TRAJECTORIES):
+        trajectory = Trajectory.model_validate(line)
+        record = records[trajectory.task_id]
+        assert trajectory.ground_truth == record.ground_truth
+        calls = [c.function for m in trajectory.messages for c in m.tool_calls or []]
+        orders = [json.loads(c.arguments) for c in calls if c.name == "TakeAction"]
+        traded += len(orders) > 1
+        fresh = Episode.start(record.task, real_store)
+        steps = play(fresh, orders)
+        for name in ("bucketed", "continuous"):
+            direct = breakdown(fresh, steps, record.ground_truth, "task file", get_scheme(name))["reward"]
+            assert episodes[trajectory.id]["rewards"][name] == direct
+        assert trajectory.reward.model_dump(mode="json") == episodes[trajectory.id]["rewards"]["bucketed"]
+    assert traded  # the baseline bought something on some day
+    summary = json.loads((out / SUMMARY).read_text())
+    scores = [e["rewards"]["continuous"]["score"] for e in episodes.values()]
+    assert summary["mean_reward"]["continuous"] == pytest.approx(sum(scores) / len(scores))
+    assert summary["stop_rate"] == 1.0 and summary["failed"] == 0
+    assert "mean reward bucketed" in done.out and "stop rate 100.0%" in done.out
+
+
+def test_llm_episodes_over_two_faulty_servers_are_all_accounted_for(
+    tasks_folder: Path, real_store: MarketStore, tmp_path: Path
+) -> None:
+    """Concurrency 8 over two servers: one task's server keeps failing (a failed episode with its reason), one
+    loops until truncated, one replies without a call; every episode is recorded and both servers served."""
+    records, _, _ = load_tasks(tasks_folder, "test")
+    down, looping, silent = (r.task.date.isoformat() for r in records[0:6:2])
+
+    def script(request: Request) -> Fail | Reply:
+        if request.date == down:
+            return Fail(503, "overloaded")
+        if request.date == looping:
+            return LOOP
+        return (
+            Reply(content="不交易", delay=0.05)
+            if request.date == silent
+            else Reply(STOP.content, STOP.calls, delay=0.05)
+        )
+
+    with FaultServer(script) as one, FaultServer(script) as two:
+        summary = _run(tasks_folder, real_store, tmp_path / "run", "llm", (one.url, two.url), samples=2)
+        served = (len(one.requests), len(two.requests))
+    episodes = _lines(tmp_path / "run" / EPISODES)
+    assert Counter((e["task_id"], e["sample"]) for e in episodes) == Counter(
+        (r.task.task_id, n) for r in records for n in range(2)
+    )
+    assert min(served) > 0.3 * sum(served)
+    assert summary["servers"] == dict(Counter(e["server"] for e in episodes)) and len(summary["servers"]) == 2
+    failed = [e for e in episodes if e["status"] == "failed"]
+    assert {e["date"] for e in failed} == {down} and len(failed) == 2 * sum(
+        r.task.date.isoformat() == down for r in records
+    )
+    assert "HTTP 503 (overloaded) after 2 attempts" in failed[0]["reason"] and not failed[0]["rewards"]
+    reasons = summary["failure_reasons"]
+    assert reasons["truncated"] == reasons["no_valid_call"] == len(failed)  # two tasks a day, two samples each
+    assert sum(reasons.values()) == 3 * len(failed) and summary["episodes"] == len(episodes)
+    assert summary["mean_reward"]["bucketed"] is not None and summary["tool_error_rate"] == 0.0
+
+
+def test_resume_skips_the_finished_episodes(tasks_folder: Path, real_store: MarketStore, tmp_path: Path) -> None:
+    """A run cut short (its last line half written, a trajectory without its record) resumes with only the
+    episodes it lacks; other settings are refused."""
+    out = tmp_path / "run"
+    with FaultServer(default=STOP) as server:
+        _run(tasks_folder, real_store, out, "llm", (server.url,), limit=3)
+        first = len(server.requests)
+    with open(out / EPISODES, "rb+") as handle:  # the last record half written
+        handle.truncate(handle.seek(0, 2) - 40)
+    with FaultServer(default=STOP) as server:
+        summary = _run(tasks_folder, real_store, out, "llm", (server.url,), limit=3, resume=True)
+        again = len(server.requests)
+    assert first == 3 and again == 1
+    episodes = _lines(out / EPISODES)
+    assert summary["episodes"] == len(episodes) == 3 and len({e["task_id"] for e in episodes}) == 3
+    assert [t["id"] for t in _lines(out / TRAJECTORIES)] == [e["trajectory_id"] for e in episodes]
+    with pytest.raises(TradeError, match=r"other settings \(tasks differ\)"):
+        _run(tasks_folder, real_store, out, "llm", (server.url,), limit=4, resume=True)
+    assert json.loads((out / MANIFEST).read_text())["tasks"]["count"] == 3
+
+
+def test_llm_needs_a_server_and_a_folder_needs_a_split(tasks_folder: Path) -> None:
+    done = run_trade("eval", "tasks", "--tasks", str(tasks_folder), "--model", "m", "--base-url", "http://x/v1")
+    assert done.code == 2 and "is a tasks folder: --split is required (its splits: test)" in done.err
