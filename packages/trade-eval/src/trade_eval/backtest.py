@@ -33,7 +33,7 @@ from trade_core.errors import TradeError, error_line
 from trade_data.qlib_dir import META_FILE
 from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
-from trade_eval.metrics import Conventions, activity, performance
+from trade_eval.metrics import Conventions, activity, attribution, performance
 from trade_eval.policies.baselines import BASELINES
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
 from trade_eval.runfolder import (
@@ -51,6 +51,7 @@ from trade_eval.runfolder import (
     read_manifest,
     write_json,
 )
+from trade_eval.uncertainty import Bootstrap, intervals
 from trade_tools.day import TradingDay
 from trade_tools.episode import MAX_TURNS, Episode, EpisodeSettings
 from trade_tools.records import Task
@@ -292,13 +293,16 @@ def compare(backtest: Backtest, policy: Policy, settings: RunSettings, records: 
     navs = {name: [backtest.initial_cash, *(r.nav for r in days)] for name, days in runs.items()}
     navs[INDEX_ROW] = backtest.index_nav()
     benchmarks = {"vs_index": navs[INDEX_ROW], "vs_hold": navs["hold"]}
+    bootstrap = Bootstrap()
     rows = {}
     for name, nav in navs.items():
         rows[name] = performance(nav, dates, conventions, benchmarks)
+        rows[name].update(attribution(nav, navs[INDEX_ROW], navs["equal-weight"], conventions))
+        rows[name].update(intervals(nav, conventions, benchmarks, bootstrap))
         if name in runs:
             rows[name].update(activity([r.model_dump() for r in runs[name]]))
     return {
-        "conventions": conventions.to_json(backtest.describe_start()),
+        "conventions": {**conventions.to_json(backtest.describe_start()), "ci": bootstrap.describe(len(dates) - 1)},
         "rows": rows,
         "nav": {"dates": dates, **navs},
     }

@@ -47,6 +47,13 @@ class Conventions:
         """Qlib's name for how returns accumulate."""
         return "sum" if self.convention == "qlib" else "product"
 
+    @property
+    def rf_daily(self) -> float:
+        """The risk-free rate per day: compounded (``standard``) or divided as Qlib does (``qlib``)."""
+        if self.convention == "qlib":
+            return self.risk_free / self.days
+        return (1 + self.risk_free) ** (1 / self.days) - 1
+
     def to_json(self, start: str) -> dict[str, Any]:
         return {
             "convention": self.convention,
@@ -107,10 +114,8 @@ def performance(
     std = r.std(ddof=1) if r.size > 1 else math.nan
     if conventions.convention == "qlib":
         annualised = r.mean() * n if r.size else math.nan
-        rf_daily = conventions.risk_free / n
     else:
         annualised = (1 + total) ** (n / r.size) - 1 if r.size else math.nan
-        rf_daily = (1 + conventions.risk_free) ** (1 / n) - 1
     worst, peak, trough = drawdown(nav, dates, conventions.mode)
     row: dict[str, Any] = {
         "days": int(r.size),
@@ -118,7 +123,7 @@ def performance(
         "total_return": float(total),
         "annualised_return": _number(annualised),
         "volatility": _number(std * math.sqrt(n)),
-        "sharpe": _ratio(r - rf_daily, n),
+        "sharpe": _ratio(r - conventions.rf_daily, n),
         "max_drawdown": worst,
         "drawdown_peak": peak,
         "drawdown_trough": trough,
@@ -133,6 +138,31 @@ def performance(
         if name == "vs_hold":
             row["win_rate_vs_hold"] = float(np.mean(r > theirs)) if r.size else None
     return row
+
+
+def attribution(
+    nav: Sequence[float], index: Sequence[float], pool: Sequence[float], conventions: Conventions
+) -> dict[str, Any]:
+    """How much of a return the market explains, on the same dates: ``beta`` and ``alpha`` of the OLS of the
+    daily returns on the index's (alpha: the daily intercept x trading days per year, the excess return
+    after beta), and ``r2_equal_weight``: the R^2 of the daily returns on those of the pool held equally
+    weighted (the share of their variance that holding the pool explains)."""
+    r, market, held = returns(nav), returns(index), returns(pool)
+
+    def fit(x: np.ndarray) -> tuple[float, float, float] | None:
+        if r.size < 3 or x.var() == 0:
+            return None
+        slope, intercept = np.polyfit(x, r, 1)
+        residual = r - (intercept + slope * x)
+        spread = ((r - r.mean()) ** 2).sum()
+        return float(slope), float(intercept), float(1 - (residual**2).sum() / spread) if spread > 0 else math.nan
+
+    on_market, on_pool = fit(market), fit(held)
+    return {
+        "beta": on_market[0] if on_market else None,
+        "alpha": _number(on_market[1] * conventions.days) if on_market else None,
+        "r2_equal_weight": _number(on_pool[2]) if on_pool else None,
+    }
 
 
 def activity(days: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -177,6 +207,9 @@ METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
     ("excess_return_vs_hold", "excess return vs hold", "pct"),
     ("information_ratio_vs_hold", "information ratio vs hold ({n} d/yr)", "num"),
     ("win_rate_vs_hold", "daily win rate vs hold", "upct"),
+    ("beta", "beta to CSI300", "num"),
+    ("alpha", "alpha vs CSI300 (intercept x {n} d/yr)", "pct"),
+    ("r2_equal_weight", "R^2 on equal-weight pool", "upct"),
     ("mean", "mean daily return", "pct"),
     ("std", "std of daily returns", "upct"),
     ("turnover", "turnover per day", "upct"),
@@ -214,19 +247,28 @@ def _text(value: Any, kind: str) -> str:
     return str(value) if kind == "text" or isinstance(value, str) else _TEXT[kind](value)
 
 
+def cell(row: Mapping[str, Any], key: str, kind: str) -> str:
+    """A metric as printed, followed by its confidence interval (``<key>_ci``) when the row has one."""
+    text = _text(row.get(key), kind)
+    ci = row.get(f"{key}_ci")
+    return f"{text} [{_text(ci[0], kind)}, {_text(ci[1], kind)}]" if ci else text
+
+
 def table_lines(summary: Mapping[str, Any]) -> list[str]:
     """The metrics of summary.json as a fixed-width table, one column per row of ``summary["rows"]``,
-    with every annualised figure labelled by its trading days per year."""
+    with every annualised figure labelled by its trading days per year, each interval beside its value and
+    the intervals' method (``conventions["ci"]``) below."""
     conv = summary["conventions"]
     fill = {"n": conv["trading_days_per_year"], "rf": f"{conv['risk_free']:.2%}"}
     rows = summary["rows"]
     present = {key for row in rows.values() for key in row}
     cells = [
-        [label.format(**fill), *(_text(row.get(key), kind) for row in rows.values())]
+        [label.format(**fill), *(cell(row, key, kind) for row in rows.values())]
         for key, label, kind in METRIC_ROWS
         if key in present
     ]
     header = ["metric", *rows]
     widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
-    return ["  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
-            for row in [header, *cells]]  # fmt: skip
+    lines = ["  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
+             for row in [header, *cells]]  # fmt: skip
+    return [*lines, f"[lo, hi]: {conv['ci']}"] if conv.get("ci") else lines

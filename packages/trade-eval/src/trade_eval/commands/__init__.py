@@ -10,6 +10,8 @@ SUBCOMMANDS = {
     "backtest": "trade_eval.commands.backtest:backtest_command",
     "serve": "trade_eval.commands.serve:serve_command",
     "report": "trade_eval.commands.report:report_command",
+    "tasks": "trade_eval.commands.tasks:tasks_command",
+    "compare": "trade_eval.commands.compare:compare_command",
 }
 
 
