@@ -71,7 +71,7 @@ def test_a_clear_edge_beats_and_identical_runs_do_not(runs: Path, tmp_path: Path
 
 def test_not_a_run_folder_and_no_common_days_are_one_line_errors(runs: Path, tmp_path: Path) -> None:
     done = run_trade("eval", "compare", str(runs / "hold"), str(tmp_path))
-    assert done.code == 2 and done.err.startswith(f"error: {tmp_path} is not a backtest run folder")
+    assert done.code == 2 and done.err.startswith(f"error: {tmp_path} is not a backtest or tasks run folder")
     other_year = _shifted(runs / "hold", tmp_path / "2024", year=2024)
     done = run_trade("eval", "compare", str(runs / "hold"), str(other_year))
     assert done.code == 2 and "share no finished trading day" in done.err and len(done.err.splitlines()) == 1

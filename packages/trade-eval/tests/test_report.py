@@ -268,7 +268,9 @@ def test_the_report_in_headless_chromium(report: Path, tmp_path: Path) -> None:
         metrics = page.locator("#metrics-1")
         names = metrics.locator("thead th").all_inner_texts()[1:]
         assert names == ["scripted", "hold", "equal-weight", "momentum", "CSI300"]
-        assert metrics.locator("tbody tr").first.inner_text().startswith("total return")
+        first = metrics.locator("tbody tr").first.inner_text()
+        assert first.startswith("total return") and re.search(r"[+-]\d+\.\d\d% \[[+-]\d+\.\d\d%, [+-]", first)
+        assert page.get_by_text("intervals [lo, hi]: 95% percentile intervals").first.is_visible()
         metrics.screenshot(path=tmp_path / "metrics.png")
         day = page.locator("details.day").first
         conversation = day.locator("details.conversation")
@@ -285,3 +287,27 @@ def test_the_report_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     assert dialogs == []  # no model text ran as a script
     assert requests and all(url.startswith(("file://", "data:")) for url in requests)
     assert all((tmp_path / name).stat().st_size > 10_000 for name in ("top.png", "metrics.png", "day.png"))
+
+
+def test_every_interval_stands_beside_its_value_with_the_method_below(report: Path, runs: dict[str, Path]) -> None:
+    html = report.read_text(encoding="utf-8")
+    summary = json.loads((runs["scripted"] / "summary.json").read_text())
+    row = summary["rows"]["scripted"]
+    for key in ("total_return", "mean", "excess_return_vs_index"):
+        (lo, hi), value = row[f"{key}_ci"], row[key]
+        assert f"{value:+.2%} [{lo:+.2%}, {hi:+.2%}]" in html, key
+    lo, hi = row["sharpe_ci"]
+    assert f"{row['sharpe']:,.2f} [{lo:,.2f}, {hi:,.2f}]" in html
+    assert f"<li>intervals [lo, hi]: {summary['conventions']['ci']}</li>" in html
+
+
+def test_a_run_without_intervals_still_renders(runs: dict[str, Path], tmp_path: Path) -> None:
+    old = tmp_path / "old"
+    shutil.copytree(runs["hold"], old)
+    summary = json.loads((old / "summary.json").read_text())
+    summary["conventions"].pop("ci")
+    rows = summary["rows"].items()
+    summary["rows"] = {name: {k: v for k, v in row.items() if not k.endswith("_ci")} for name, row in rows}
+    (old / "summary.json").write_text(json.dumps(summary))
+    html = write_report([load_run(old)], tmp_path / "report.html").html.read_text(encoding="utf-8")
+    assert f"{summary['rows']['hold']['total_return']:+.2%}</td>" in html and "intervals [lo, hi]" not in html

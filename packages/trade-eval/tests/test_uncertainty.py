@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from trade_eval.metrics import Conventions, attribution, table_lines
-from trade_eval.uncertainty import Bootstrap, intervals, paired_difference
+from trade_eval.uncertainty import Bootstrap, intervals, paired_cluster_mean, paired_difference
 
 CONV = Conventions()
 
@@ -91,3 +91,20 @@ def test_the_table_prints_each_interval_beside_its_value_and_the_method_below() 
     assert lines[-1] == (
         "[lo, hi]: 95% percentile intervals, stationary bootstrap over days (mean block 4 days), 2000 resamples, seed 0"
     )
+
+
+def test_cluster_bootstrap_resamples_a_task_with_all_its_samples() -> None:
+    rng = np.random.default_rng(5)
+    per_task = rng.normal(0, 1, 30)
+    a, b = np.repeat(per_task, 4), np.zeros(120)  # four samples of a task that all score the same
+    tasks = [f"t{k:02d}" for k in range(30) for _ in range(4)]
+    boot = Bootstrap(method="iid", resamples=2000)
+    clustered = paired_cluster_mean(a, b, tasks, boot)
+    assert clustered["difference"] == pytest.approx(per_task.mean()) and clustered["b"] == 0
+    naive = paired_difference(a, b, CONV, boot, keys=("mean",))["mean"]["ci"]
+    width = np.diff(clustered["ci"])[0] / np.diff(naive)[0]
+    assert width == pytest.approx(2, rel=0.15)  # sqrt(4 samples): they are not 4 independent draws
+    single = paired_cluster_mean(per_task, np.zeros(30), tasks[::4], boot)["ci"]
+    assert single == pytest.approx(paired_difference(per_task, np.zeros(30), CONV, boot, keys=("mean",))["mean"]["ci"])
+    same = paired_cluster_mean(a, a, tasks, boot)
+    assert same["difference"] == 0 and same["ci"] == [0, 0]

@@ -33,7 +33,7 @@ from trade_core.errors import TradeError, error_line
 from trade_data.qlib_dir import META_FILE
 from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
-from trade_eval.metrics import Conventions, activity, attribution, performance
+from trade_eval.metrics import Conventions, activity, attribution, performance, seed_spread
 from trade_eval.policies.baselines import BASELINES
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
 from trade_eval.runfolder import (
@@ -66,6 +66,8 @@ INDEX_ROW = "CSI300"
 COMPARED = ("hold", "equal-weight", "momentum")
 """The baselines every run's summary shows beside its policy."""
 LEFT_OPEN = "策略返回时交易日仍未结束"
+SEEDS = "seeds.json"
+"""The spread over seeds that ``--seeds K`` writes in the parent of its ``seed-<s>`` run folders."""
 DISTRIBUTIONS = ("trade-core", "trade-data", "trade-tools", "trade-eval")
 
 
@@ -329,6 +331,39 @@ def run_backtest(
     failed = sum(r.status == "failed" for r in records)
     log.info("backtest.done", out=str(out), days=len(records), failed=failed, nav=records[-1].nav)
     return summary
+
+
+def run_seeds(
+    backtest: Backtest,
+    policy: Policy,
+    settings: RunSettings,
+    out: Path,
+    manifest: Manifest,
+    seeds: int,
+    *,
+    resume: bool = False,
+    conventions: Conventions | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Play the run once per seed ``settings.seed``, +1, ... into ``out/seed-<s>`` (each resumable like one
+    run) and write ``out/seeds.json`` (:func:`~trade_eval.metrics.seed_spread`); returns it. The seed moves
+    the model's sampling and the random policy's draws only: the pool stays the one ``backtest`` drew, so
+    the runs differ by the policy's randomness alone."""
+    out = Path(out)
+    if (out / MANIFEST).exists():
+        raise TradeError(f"{out} holds a single run, not the runs of --seeds", hint="choose another --out")
+    summaries = {}
+    for seed in range(settings.seed, settings.seed + seeds):
+        folder = out / f"seed-{seed}"
+        sampling = manifest.sampling.model_copy(update={"seed": seed})
+        summaries[seed] = run_backtest(
+            backtest, policy, settings.model_copy(update={"seed": seed}), folder,
+            manifest.model_copy(update={"sampling": sampling}), resume=resume and (folder / MANIFEST).exists(),
+            conventions=conventions, progress=progress,
+        )  # fmt: skip
+    spread = seed_spread(summaries)
+    write_json(out / SEEDS, spread)
+    return spread
 
 
 def open_run(out: Path, manifest: Manifest, *, resume: bool) -> list[DayRecord]:

@@ -267,8 +267,59 @@ def table_lines(summary: Mapping[str, Any]) -> list[str]:
         for key, label, kind in METRIC_ROWS
         if key in present
     ]
-    header = ["metric", *rows]
-    widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
-    lines = ["  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
-             for row in [header, *cells]]  # fmt: skip
+    lines = _grid(["metric", *rows], cells)
     return [*lines, f"[lo, hi]: {conv['ci']}"] if conv.get("ci") else lines
+
+
+def _grid(header: list[str], cells: list[list[str]]) -> list[str]:
+    """Fixed-width lines: the first column left-aligned, the others right-aligned."""
+    widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
+    return ["  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
+            for row in [header, *cells]]  # fmt: skip
+
+
+SPREAD_KIND = {"pct": "upct", "count": "num"}
+"""How a metric's standard deviation is written (unsigned; counts with decimals)."""
+
+
+def seed_spread(summaries: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """seeds.json: each numeric metric of each row over the summaries of runs that differ only by their seed:
+    its mean, sample standard deviation (ddof=1), min and max, and each seed's value (a metric undefined
+    under some seed, e.g. a flat run's Sharpe, is None throughout)."""
+    first = next(iter(summaries.values()))
+    rows: dict[str, dict[str, Any]] = {}
+    for name in first["rows"]:
+        rows[name] = {}
+        for key, _, kind in METRIC_ROWS:
+            values = [summary["rows"][name].get(key) for summary in summaries.values()]
+            if kind == "text" or all(v is None for v in values):
+                continue
+            defined = None not in values
+            rows[name][key] = {
+                "mean": float(np.mean(values)) if defined else None,
+                "sd": float(np.std(values, ddof=1)) if defined and len(values) > 1 else None,
+                "min": min(values) if defined else None,
+                "max": max(values) if defined else None,
+                "values": values,
+            }
+    return {"seeds": list(summaries), "conventions": first["conventions"], "rows": rows}
+
+
+def spread_lines(spread: Mapping[str, Any]) -> list[str]:
+    """seeds.json as a fixed-width table: each metric ``mean ± sd`` over the seeds, one column per row."""
+    conv = spread["conventions"]
+    fill = {"n": conv["trading_days_per_year"], "rf": f"{conv['risk_free']:.2%}"}
+    rows = spread["rows"]
+
+    def shown(found: Mapping[str, Any] | None, kind: str) -> str:
+        if not found or found["mean"] is None:
+            return "-"
+        return f"{_text(found['mean'], kind)} ± {_text(found['sd'], SPREAD_KIND.get(kind, kind))}"
+
+    cells = [
+        [label.format(**fill), *(shown(row.get(key), kind) for row in rows.values())]
+        for key, label, kind in METRIC_ROWS
+        if any(key in row for row in rows.values())
+    ]
+    seeds = spread["seeds"]
+    return [*_grid(["metric", *rows], cells), f"mean ± sd (ddof=1) over {len(seeds)} seeds {seeds[0]}..{seeds[-1]}"]

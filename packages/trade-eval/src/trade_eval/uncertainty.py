@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -59,13 +59,14 @@ class Bootstrap:
         lo, hi = np.percentile(stats, [tail, 100 - tail])
         return [float(lo), float(hi)]
 
-    def describe(self, n: int | None = None) -> str:
+    def describe(self, n: int | None = None, over: str = "independent observations") -> str:
+        """The method in words; ``over``: what an ``iid`` bootstrap resamples."""
         how = (
             f"stationary bootstrap over days (mean block {self.block_for(n):g} days)"
             if self.method == "stationary" and n
             else "stationary bootstrap over days (mean block n^(1/3) days)"
             if self.method == "stationary"
-            else "bootstrap over independent observations"
+            else f"bootstrap over {over}"
         )
         return f"{self.level:.0%} percentile intervals, {how}, {self.resamples} resamples, seed {self.seed}"
 
@@ -137,3 +138,22 @@ def paired_difference(
             "ci": bootstrap.interval(diff),
         }
     return out
+
+
+def paired_cluster_mean(
+    a: np.ndarray, b: np.ndarray, clusters: list[str], bootstrap: Bootstrap
+) -> dict[str, float | list[float] | None]:
+    """Means of A and B over paired observations and A minus B, with the interval of the difference from
+    resampling whole clusters independently (a task with all its samples, whose rewards are correlated): a
+    resample's statistic is the mean difference over every observation of the clusters it drew."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    _, which = np.unique(clusters, return_inverse=True)
+    sizes, sums = np.bincount(which), np.bincount(which, weights=a - b)
+    picks = replace(bootstrap, method="iid").indices(sizes.size)
+    resampled = sums[picks].sum(axis=1) / sizes[picks].sum(axis=1)
+    return {
+        "a": float(a.mean()),
+        "b": float(b.mean()),
+        "difference": float((a - b).mean()),
+        "ci": bootstrap.interval(resampled),
+    }

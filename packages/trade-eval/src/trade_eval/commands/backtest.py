@@ -11,6 +11,7 @@ import click
 
 from trade_core.errors import TradeError
 from trade_core.params import ISO_DATE, settings_from
+from trade_eval.cutoff import MODEL_CUTOFF
 from trade_tools.episode import MAX_TURNS
 
 
@@ -89,6 +90,14 @@ def _default_out(policy: str, model: str, start: dt.date, num_days: int, seed: i
     type=click.IntRange(min=1),
     help="Assistant replies a day allows before it is truncated.",
 )
+@click.option(
+    "--seeds",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Runs with seeds --seed, --seed+1, ... (the model's sampling, the random policy's draws; same pool), "
+    "each in --out/seed-<s>; prints each metric as mean ± sd over them (--out/seeds.json).",
+)
 @click.option("--set", "pairs", multiple=True, metavar="KEY=VALUE", help="A policy option (repeatable).")
 @click.option(
     "--out", type=click.Path(path_type=Path), help="Run folder [runs/<model or policy>-<start>-<days>d-seed<seed>]."
@@ -110,9 +119,9 @@ def _default_out(policy: str, model: str, start: dt.date, num_days: int, seed: i
 def backtest_command(policy_name: str, base_url: str | None, model: str, api_key: str, temperature: float,
                      top_p: float | None, max_tokens: int | None, request_timeout: float, retries: int, data: Path,
                      start_date: dt.date, num_days: int, initial_cash: float, pool_size: int | None,
-                     pool_file: Path | None, universe: str, seed: int, max_turns: int, pairs: tuple[str, ...],
-                     out: Path | None, resume: bool, convention: str, trading_days: int | None,
-                     risk_free: float) -> None:  # fmt: skip
+                     pool_file: Path | None, universe: str, seed: int, max_turns: int, seeds: int,
+                     pairs: tuple[str, ...], out: Path | None, resume: bool, convention: str,
+                     trading_days: int | None, risk_free: float, model_cutoff: str | None) -> None:  # fmt: skip
     """Play --num-days trading days from --start-date with one portfolio carried from close to close:
     each day a fresh conversation on the training Episode (same tools, prompts, rules and fills), the
     portfolio of the previous close as its holdings, dividends settled in cash.
@@ -132,8 +141,9 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
     """
     from trade_core.plugins import get_manager
     from trade_data.store import MarketStore
-    from trade_eval.backtest import Backtest, new_manifest, run_backtest
-    from trade_eval.metrics import Conventions, table_lines
+    from trade_eval.backtest import SEEDS, Backtest, log, new_manifest, run_backtest, run_seeds
+    from trade_eval.cutoff import cutoff_warning
+    from trade_eval.metrics import Conventions, spread_lines, table_lines
     from trade_eval.policy import POLICIES, RunSettings
 
     policy = POLICIES.get(policy_name)
@@ -159,8 +169,20 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
         backtest, policy_name, settings, command=["trade", *sys.argv[1:]], data=data, pool_file=pool_file,
         pool_size=pool_size or 20, policy_dist=origin.dist,
     )  # fmt: skip
+    warning = cutoff_warning(model_cutoff, backtest.dates[0])
+    if model_cutoff:
+        manifest.options["model_cutoff"] = model_cutoff
+    if warning:
+        log.warning("backtest.before_model_cutoff", cutoff=model_cutoff, first_day=str(backtest.dates[0]))
+        click.echo(warning, err=True)
     out = out or _default_out(policy_name, model, start_date, num_days, seed)
     conventions = Conventions(convention, trading_days, risk_free)  # type: ignore[arg-type]
+    if seeds > 1:
+        spread = run_seeds(backtest, policy, settings, out, manifest, seeds, resume=resume, conventions=conventions)
+        click.echo(f"\n{out}: {len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy "
+                   f"{policy_name}, {seeds} seeds (pool drawn with seed {seed}); {out / SEEDS}\n")  # fmt: skip
+        click.echo("\n".join(spread_lines(spread)))
+        return
     summary = run_backtest(backtest, policy, settings, out, manifest, resume=resume, conventions=conventions)
     click.echo(f"\n{out}: {len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy {policy_name}")
     conv = summary["conventions"]
@@ -173,3 +195,6 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
     failures = summary["rows"][policy_name].get("failure_reasons") or {}
     for reason, count in failures.items():
         click.echo(f"failed {count} day(s): {reason}")
+
+
+backtest_command.params.append(MODEL_CUTOFF)

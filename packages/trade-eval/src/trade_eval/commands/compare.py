@@ -1,4 +1,4 @@
-"""``trade eval compare``: is one backtest better than another, beyond the noise of the days they share?"""
+"""``trade eval compare``: is one run better than another, beyond the noise of the days or tasks they share?"""
 
 from __future__ import annotations
 
@@ -10,9 +10,29 @@ import click
 
 from trade_core.errors import TradeError
 
-LABELS = {"mean": ("mean daily return", "{:+.2%}", "/day"), "total_return": ("total return", "{:+.2%}", ""),
-          "sharpe": ("Sharpe", "{:+.2f}", "")}  # fmt: skip
-"""Each compared statistic: its name in the sentence, its number format, the unit after the difference."""
+Label = tuple[str, str, str]
+"""A compared statistic: its name in the sentence, its number format, the unit after the difference."""
+LABELS: dict[str, Label] = {
+    "mean": ("mean daily return", "{:+.2%}", "/day"),
+    "total_return": ("total return", "{:+.2%}", ""),
+    "sharpe": ("Sharpe", "{:+.2f}", ""),
+}
+
+
+def _kind(path: Path) -> str:
+    """The manifest's kind ("backtest" or "tasks"), or a one-line error for a folder that is no run."""
+    from trade_eval.runfolder import MANIFEST
+
+    try:
+        kind = json.loads((path / MANIFEST).read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind not in ("backtest", "tasks"):
+        raise TradeError(
+            f"{path} is not a backtest or tasks run folder (needs a readable {MANIFEST})",
+            hint="pass the --out folders of two `trade eval backtest` or two `trade eval tasks` runs",
+        )
+    return kind
 
 
 def _daily_returns(path: Path) -> tuple[str, dict[str, float], dict[str, Any]]:
@@ -32,40 +52,38 @@ def _daily_returns(path: Path) -> tuple[str, dict[str, float], dict[str, Any]]:
     return f"{run.name} ({run.policy})", by_date, (run.summary or {}).get("conventions") or {}
 
 
-def verdict(key: str, a: str, b: str, result: dict[str, Any], days: int, level: float) -> str:
-    """One sentence: who beats whom on ``key``, only when the interval of the difference excludes 0."""
-    label, form, unit = LABELS[key]
+def _episodes(path: Path) -> tuple[str, list[str], dict[tuple[str, int], dict[str, float]]]:
+    """(name, the run's schemes, reward by scheme of each played (task, sample)) of a tasks run folder; lines
+    that cannot be read are skipped, as the report skips them."""
+    from trade_eval.report.runs import read_records
+    from trade_eval.runfolder import MANIFEST
+    from trade_eval.tasks_eval import EPISODES, EpisodeRecord
+
+    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    records = read_records(path / EPISODES, EpisodeRecord, []) if (path / EPISODES).is_file() else []
+    played = {(r.task_id, r.sample): {k: v.score for k, v in r.rewards.items()} for r in records if r.status == "done"}
+    return f"{path.name} ({manifest.get('policy', '?')})", list(manifest.get("schemes") or {}), played
+
+
+def verdict(label: Label, a: str, b: str, result: dict[str, Any], common: str, level: float) -> str:
+    """One sentence: who beats whom, only when the interval of the difference excludes 0."""
+    name, form, unit = label
     diff, ci = result["difference"], result["ci"]
     if diff is None or ci is None:
-        return f"{label}: undefined on {days} common days (too few days or no variation)"
+        return f"{name}: undefined on {common} (too few or no variation)"
     beats = ci[0] > 0 or ci[1] < 0
     sign = -1 if beats and diff < 0 else 1  # the winner goes first, with a positive difference
     if sign < 0:
         a, b = b, a
     lo, hi = sorted((sign * ci[0], sign * ci[1]))
-    shown = (
-        f"{form.format(sign * diff)}{unit}, {level:.0%} CI [{form.format(lo)}, {form.format(hi)}], {days} common days"
-    )
+    shown = f"{form.format(sign * diff)}{unit}, {level:.0%} CI [{form.format(lo)}, {form.format(hi)}], {common}"
     if beats:
-        return f"{a} beats {b} on {label} ({shown})"
-    return f"no difference distinguishable from noise on {label} between {a} and {b} ({shown})"
+        return f"{a} beats {b} on {name} ({shown})"
+    return f"no difference distinguishable from noise on {name} between {a} and {b} ({shown})"
 
 
-@click.command("compare", short_help="Compare two backtest runs day by day, with paired bootstrap intervals.")
-@click.argument("run_a", type=click.Path(path_type=Path))
-@click.argument("run_b", type=click.Path(path_type=Path))
-@click.option("--resamples", default=2000, show_default=True, type=click.IntRange(min=100), help="Bootstrap draws.")
-@click.option("--level", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True))
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the resampling.")
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-def compare_command(run_a: Path, run_b: Path, resamples: int, level: float, seed: int, as_json: bool) -> None:
-    """Difference A minus B in mean daily return, total return and Sharpe over the trading days both runs
-    finished, each with a paired bootstrap interval (the same days resampled for both: stationary
-    bootstrap, since days are autocorrelated). "A beats B" is said only when the interval excludes 0.
-
-    \b
-    trade eval compare runs/trader runs/momentum
-    """
+def compare_backtests(run_a: Path, run_b: Path, resamples: int, level: float, seed: int) -> dict[str, Any]:
+    """Paired by date: mean daily return, total return and Sharpe, stationary bootstrap over the common days."""
     import numpy as np
 
     from trade_eval.metrics import Conventions
@@ -81,13 +99,81 @@ def compare_command(run_a: Path, run_b: Path, resamples: int, level: float, seed
     bootstrap = Bootstrap(resamples=resamples, level=level, seed=seed)
     a, b = np.array([returns_a[d] for d in common]), np.array([returns_b[d] for d in common])
     results = paired_difference(a, b, conventions, bootstrap)
-    sentences = [verdict(key, name_a, name_b, result, len(common), level) for key, result in results.items()]
+    shared = f"{len(common)} common days"
     method = f"A minus B; {bootstrap.describe(len(common))}; Sharpe over {conventions.days} d/yr"
+    return {
+        "a": str(run_a), "b": str(run_b), "kind": "backtest", "common_days": len(common), "first": common[0],
+        "last": common[-1], "method": method, "metrics": results,
+        "verdicts": [verdict(LABELS[k], name_a, name_b, r, shared, level) for k, r in results.items()],
+        "header": f"A = {name_a}, B = {name_b}: {shared} {common[0]} .. {common[-1]}",
+    }  # fmt: skip
+
+
+def compare_tasks(run_a: Path, run_b: Path, resamples: int, level: float, seed: int) -> dict[str, Any]:
+    """Paired by (task, sample): the mean reward of each scheme both runs scored, bootstrap over tasks (a
+    task's samples are resampled together: they share the day, the pool and the ground truth)."""
+    import numpy as np
+
+    from trade_eval.uncertainty import Bootstrap, paired_cluster_mean
+
+    name_a, schemes_a, played_a = _episodes(run_a)
+    name_b, schemes_b, played_b = _episodes(run_b)
+    pairs = sorted(played_a.keys() & played_b.keys())
+    schemes = [s for s in schemes_a if s in schemes_b]
+    if not pairs or not schemes:
+        missing = "(task, sample) both runs played" if not pairs else "reward scheme"
+        raise TradeError(f"{run_a} and {run_b} share no {missing}", hint="compare two runs of one tasks split")
+    tasks = [task for task, _ in pairs]
+    bootstrap = Bootstrap(method="iid", resamples=resamples, level=level, seed=seed)
+    results = {
+        scheme: paired_cluster_mean(np.array([played_a[p][scheme] for p in pairs]),
+                                    np.array([played_b[p][scheme] for p in pairs]), tasks, bootstrap)
+        for scheme in schemes
+    }  # fmt: skip
+    shared = f"{len(set(tasks))} common tasks, {len(pairs)} episodes"
+    method = (f"A minus B of the mean reward over the (task, sample) episodes both runs played; "
+              f"{bootstrap.describe(over='tasks (a task with all its samples)')}")  # fmt: skip
+    return {
+        "a": str(run_a), "b": str(run_b), "kind": "tasks", "common_tasks": len(set(tasks)),
+        "common_episodes": len(pairs), "method": method, "metrics": results,
+        "verdicts": [verdict((f"mean reward ({s})", "{:+.4f}", ""), name_a, name_b, r, shared, level)
+                     for s, r in results.items()],
+        "header": f"A = {name_a}, B = {name_b}: {shared}",
+    }  # fmt: skip
+
+
+@click.command("compare", short_help="Compare two backtest or two tasks runs, with paired bootstrap intervals.")
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--resamples", default=2000, show_default=True, type=click.IntRange(min=100), help="Bootstrap draws.")
+@click.option("--level", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the resampling.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def compare_command(run_a: Path, run_b: Path, resamples: int, level: float, seed: int, as_json: bool) -> None:
+    """A minus B, each difference with a paired bootstrap interval; "A beats B" is said only when the interval
+    excludes 0.
+
+    Two backtests: mean daily return, total return and Sharpe over the trading days both finished (the same
+    days resampled for both: stationary bootstrap, since days are autocorrelated). Two tasks runs: the mean
+    reward of each scheme both scored, over the (task, sample) episodes both played (tasks resampled with all
+    their samples).
+
+    \b
+    trade eval compare runs/trader runs/momentum
+    trade eval compare runs/tasks-step200 runs/tasks-step100
+    """
+    kinds = _kind(run_a), _kind(run_b)
+    if kinds[0] != kinds[1]:
+        raise TradeError(
+            f"{run_a} is a {kinds[0]} run and {run_b} a {kinds[1]} run: they cannot be paired",
+            hint="compare two backtests (paired by day) or two tasks runs (paired by task)",
+        )
+    compare = compare_tasks if kinds[0] == "tasks" else compare_backtests
+    out = compare(run_a, run_b, resamples, level, seed)
+    header = out.pop("header")
     if as_json:
-        out = {"a": str(run_a), "b": str(run_b), "common_days": len(common), "first": common[0], "last": common[-1],
-               "method": method, "metrics": results, "verdicts": sentences}  # fmt: skip
         click.echo(json.dumps(out, indent=2))
         return
-    click.echo(f"A = {name_a}, B = {name_b}: {len(common)} common days {common[0]} .. {common[-1]}")
-    click.echo("\n".join(sentences))
-    click.echo(f"method: {method}")
+    click.echo(header)
+    click.echo("\n".join(out["verdicts"]))
+    click.echo(f"method: {out['method']}")

@@ -87,6 +87,15 @@ def _format(value: Any, kind: str) -> str:
     return {"pct": pct, "upct": lambda v: pct(v, signed=False), "cny": cny, "count": count}.get(kind, num)(value)
 
 
+def _cell(row: dict[str, Any], key: str, kind: str) -> str:
+    """A metric followed by its confidence interval (``<key>_ci``) when the row has a readable one."""
+    ci = row.get(f"{key}_ci")
+    text = _format(row.get(key), kind)
+    if isinstance(ci, list) and len(ci) == 2 and None not in map(finite, ci):
+        return f"{text} [{_format(ci[0], kind)}, {_format(ci[1], kind)}]"
+    return text
+
+
 def metrics_table(rows: Any, conventions: dict[str, Any]) -> dict[str, Any] | None:
     """Metrics with one column per portfolio and one row per metric (known ones first, then other numbers)."""
     if not isinstance(rows, dict) or not rows:
@@ -98,7 +107,7 @@ def metrics_table(rows: Any, conventions: dict[str, Any]) -> dict[str, Any] | No
     spec = [*METRIC_ROWS, *((key, key.replace("_", " "), "num") for key in others)]
     present = {key for row in rows.values() for key in row}
     cells = [
-        (label.format(**fill), [_format(row.get(key), kind) for row in rows.values()])
+        (label.format(**fill), [_cell(row, key, kind) for row in rows.values()])
         for key, label, kind in spec
         if key in present
     ]
@@ -107,7 +116,11 @@ def metrics_table(rows: Any, conventions: dict[str, Any]) -> dict[str, Any] | No
 
 def conventions_lines(conventions: dict[str, Any]) -> list[str]:
     """The conventions as lines a reader can check the numbers against."""
-    names = {"trading_days_per_year": "trading days per year", "risk_free": "risk-free rate (annual)"}
+    names = {
+        "trading_days_per_year": "trading days per year",
+        "risk_free": "risk-free rate (annual)",
+        "ci": "intervals [lo, hi]",
+    }
     lines = []
     for key, value in conventions.items():
         shown = pct(value, signed=False) if key == "risk_free" and finite(value) is not None else value

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from trade_core.errors import error_line
+from trade_core.errors import TradeError, error_line
+from trade_eval.backtest import SEEDS
 from trade_eval.runfolder import DAYS, MANIFEST, SUMMARY, TRAJECTORIES, DayRecord, Manifest
 from trade_tools.trajectory import Trajectory
 
@@ -120,7 +121,7 @@ def _read_object(path: Path, problems: list[str]) -> dict[str, Any] | None:
     return found
 
 
-def _read_records(path: Path, model: type[Record], problems: list[str]) -> list[Record]:
+def read_records(path: Path, model: type[Record], problems: list[str]) -> list[Record]:
     """The lines of a JSONL file that are ``model`` records; each other line is a problem."""
     found = []
     for number, line, problem in read_lines(path):
@@ -143,11 +144,18 @@ def _check_manifest(run: Run) -> None:
 
 
 def load_run(path: Path | str) -> Run:
-    """Read a run folder; never raises for its contents: what is missing or broken lands in ``problems``."""
+    """Read a run folder; never raises for its contents: what is missing or broken lands in ``problems``. The
+    parent of ``--seeds`` runs is no run: a one-line error names its seed folders."""
     run = Run(Path(path))
     if not run.path.is_dir():
         run.problems.append(f"{run.path}: no such run folder")
         return run
+    seeds = sorted((p.name for p in run.path.glob("seed-*") if (p / MANIFEST).is_file()), key=lambda n: (len(n), n))
+    if not (run.path / MANIFEST).exists() and (run.path / SEEDS).is_file() and seeds:
+        raise TradeError(
+            f"{run.path} holds the runs of --seeds {len(seeds)}, not one run: pass its seed folders",
+            hint=f"trade eval report {' '.join(str(run.path / s) for s in seeds)}",
+        )
     parts = {name: run.path / name for name in (MANIFEST, DAYS, TRAJECTORIES, SUMMARY)}
     try:
         if parts[MANIFEST].is_file():
@@ -156,9 +164,9 @@ def load_run(path: Path | str) -> Run:
         else:
             run.problems.append(f"{MANIFEST}: missing (not a run folder of trade eval backtest?)")
         if parts[DAYS].is_file():
-            run.days = _read_records(parts[DAYS], DayRecord, run.problems)
+            run.days = read_records(parts[DAYS], DayRecord, run.problems)
         if parts[TRAJECTORIES].is_file():
-            run.trajectories = {t.id: t for t in _read_records(parts[TRAJECTORIES], Trajectory, run.problems)}
+            run.trajectories = {t.id: t for t in read_records(parts[TRAJECTORIES], Trajectory, run.problems)}
         if parts[SUMMARY].is_file():
             run.summary = _read_object(parts[SUMMARY], run.problems)
         else:
