@@ -1,13 +1,15 @@
 """`trade eval tasks` with the llm policy against a local OpenAI-protocol server that answers every request after
 --latency seconds (trade_eval.testing.FaultServer: real HTTP on 127.0.0.1, the model replaced by a script):
-episodes per second at each --concurrency, the whole run (Episode, scoring, appends with fsync) included.
+episodes per second at each --concurrency, the whole run (Episode, scoring, appends) included.
 
     python benchmarks/bench_eval_tasks.py [--data ../shared/data/cn-csi300] [--latency 0.2] [--episodes 256]
 
 The server runs in its own process, as vLLM would (its threads would otherwise share the harness's GIL).
 Each episode is --requests replies (tool calls, then TakeAction(stop)), so one takes at least requests x latency
 however fast the harness is. Concurrency 1 plays --serial-episodes only (the rest would take minutes of waiting)
-and its time for --episodes is extrapolated from its time per episode; the table says so.
+and its time for --episodes is extrapolated from its time per episode; the table says so. The CPU columns are
+the harness's (this process: asyncio, aiohttp, Episodes, scoring, appends) and the server's per episode: with
+both near one core's worth the run is CPU-bound, not waiting on the latency.
 """
 
 from __future__ import annotations
@@ -26,18 +28,19 @@ SPLIT = "test=2025-01-01:2025-06-30"
 
 @contextmanager
 def server_process(script: Callable) -> Iterator[dict]:
-    """A FaultServer answering with ``script`` in a forked process: yields ``{"url"}``, then ``peak`` and
-    ``requests`` (served) once the block ends."""
+    """A FaultServer answering with ``script`` in a forked process: yields ``{"url"}``, then ``peak``,
+    ``requests`` (served) and ``cpu`` (the server process's CPU seconds) once the block ends."""
     from trade_eval.testing import FaultServer
 
     fork = multiprocessing.get_context("fork")
     report, stop = fork.Queue(), fork.Event()
 
     def serve() -> None:
+        cpu = time.process_time()
         with FaultServer(script) as server:
             report.put(server.url)
             stop.wait()
-            report.put((server.peak, len(server.requests)))
+            report.put((server.peak, len(server.requests), time.process_time() - cpu))
 
     child = fork.Process(target=serve, daemon=True)
     child.start()
@@ -46,7 +49,7 @@ def server_process(script: Callable) -> Iterator[dict]:
         yield found
     finally:
         stop.set()
-        found["peak"], found["requests"] = report.get(timeout=30)
+        found["peak"], found["requests"], found["cpu"] = report.get(timeout=30)
         child.join()
 
 
@@ -83,11 +86,11 @@ def main() -> None:
         build_tasks(data, Path(tmp) / "tasks", split=SPLIT, pool_size="10-30", per_day=3, seed=0)
         records, split, _ = load_tasks(Path(tmp) / "tasks", "test")
         store = MarketStore.load(data)
-        for concurrency in args.concurrency:
+        for n, concurrency in enumerate(args.concurrency):
             count = args.serial_episodes if concurrency == 1 else args.episodes
             evaluation = TasksEval(store, records[:count], [get_scheme("bucketed")])
             settings = RunSettings(model="bench")
-            out = Path(tmp) / f"run-{concurrency}"
+            out = Path(tmp) / f"run-{n}"
             with server_process(script) as server:
                 manifest = new_manifest(evaluation, "llm", settings, command=[], tasks=Path(tmp) / "tasks",
                                         split=split, servers=[server["url"]], data=data)  # fmt: skip
@@ -108,6 +111,7 @@ def main() -> None:
                     f"{serial / total:.0f}x",
                     str(server["peak"]),
                     f"{cpu / count * 1e3:.1f} ms",
+                    f"{server['cpu'] / count * 1e3:.1f} ms",
                 )
             )
     header = (
@@ -116,7 +120,7 @@ def main() -> None:
         f"an episode); time for {args.episodes} episodes"
     )
     columns = ["concurrency", "episodes played", f"time for {args.episodes}", "episodes/s", "speed-up vs 1",
-               "peak requests in flight", "harness CPU per episode"]  # fmt: skip
+               "peak requests in flight", "harness CPU per episode", "server CPU per episode"]  # fmt: skip
     common.report(header, columns, rows, args.write)
 
 

@@ -45,6 +45,7 @@ def test_a_day_is_played_with_the_episode_tools_and_the_run_sampling(real_store:
     assert "上证指数" in second["messages"][3]["content"]
     assert (usage.requests, usage.retries, usage.warnings) == (2, 0, [])
     assert usage.prompt_tokens > 1000 and usage.completion_tokens > 0
+    assert all(h["Authorization"] == "Bearer EMPTY" and h["Content-Type"] == "application/json" for h in server.headers)
     replies = [e for e in logs if e["event"] == "llm.reply"]
     assert [(e["day"], e["turn"], e["finish_reason"]) for e in replies] == [
         (DATE, 1, "tool_calls"),

@@ -79,7 +79,11 @@ def test_a_baseline_run_scores_what_trade_reward_explain_scores(
     scores = [e["rewards"]["continuous"]["score"] for e in episodes.values()]
     assert summary["mean_reward"]["continuous"] == pytest.approx(sum(scores) / len(scores))
     assert summary["stop_rate"] == 1.0 and summary["failed"] == 0
-    assert "mean reward bucketed" in done.out and "stop rate 100.0%" in done.out
+    low, high = summary["mean_reward_ci"]["continuous"]
+    assert low <= summary["mean_reward"]["continuous"] <= high
+    assert f"mean reward continuous: {summary['mean_reward']['continuous']:+.4f} [{low:+.4f}, {high:+.4f}]" in done.out
+    assert "stop rate 100.0% [100.0%, 100.0%]" in done.out
+    assert f"intervals: {summary['interval_method']}" in done.out
 
 
 def test_llm_episodes_over_two_faulty_servers_are_all_accounted_for(
@@ -140,6 +144,17 @@ def test_resume_skips_the_finished_episodes(tasks_folder: Path, real_store: Mark
     with pytest.raises(TradeError, match=r"other settings \(tasks differ\)"):
         _run(tasks_folder, real_store, out, "llm", (server.url,), limit=4, resume=True)
     assert json.loads((out / MANIFEST).read_text())["tasks"]["count"] == 3
+
+
+def test_the_episodes_of_a_run_share_their_connections(
+    tasks_folder: Path, real_store: MarketStore, tmp_path: Path
+) -> None:
+    """One client per server for the whole run: a client per episode opened a connection per episode, CPU
+    that dominated the harness with hundreds of episodes in flight."""
+    with FaultServer([LOOP] * 6) as server:
+        summary = _run(tasks_folder, real_store, tmp_path / "run", "llm", (server.url,), concurrency=2, limit=6)
+    assert summary["played"] == 6 and len(server.requests) == 12
+    assert server.connections <= 2
 
 
 def test_llm_needs_a_server_and_a_folder_needs_a_split(tasks_folder: Path) -> None:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import structlog
 from pydantic import BaseModel, Field, ValidationError
 
@@ -31,19 +32,21 @@ from trade_core.errors import TradeError, error_line
 from trade_core.files import atomic_write
 from trade_data.store import MarketStore
 from trade_eval.backtest import LEFT_OPEN, data_fingerprint, versions
+from trade_eval.policies.llm import shared_clients
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
 from trade_eval.runfolder import (
     MANIFEST,
     SUMMARY,
     TRAJECTORIES,
+    Appender,
     DataRef,
     Sampling,
-    _lines,
-    _partial,
-    _trajectory_id,
-    append_line,
+    ends_inside_line,
+    read_lines,
+    trajectory_id_of,
     write_json,
 )
+from trade_eval.uncertainty import Bootstrap
 from trade_reward.outcome import DEFAULT_WEIGHTS, MALFORMED, Outcome, outcome
 from trade_reward.schemes import RewardScheme
 from trade_reward.taskfolder import TaskRecord, read_manifest, read_records
@@ -246,18 +249,18 @@ def finished_episodes(out: Path) -> list[EpisodeRecord]:
     """The records a resume trusts, with the files cut to them: episodes.jsonl up to its first partial or
     unreadable line, trajectories.jsonl to the lines those records name."""
     records: list[EpisodeRecord] = []
-    lines = _lines(out / EPISODES)
+    lines = read_lines(out / EPISODES)
     for line in lines:
         try:
             records.append(EpisodeRecord.model_validate_json(line))
         except ValidationError:
             break
-    if len(records) < len(lines) or _partial(out / EPISODES):
+    if len(records) < len(lines) or ends_inside_line(out / EPISODES):
         atomic_write(out / EPISODES, "".join(line + "\n" for line in lines[: len(records)]))
     ids = {record.trajectory_id for record in records}
-    trajectories = _lines(out / TRAJECTORIES)
-    wanted = [line for line in trajectories if _trajectory_id(line) in ids]
-    if len(wanted) < len(trajectories) or _partial(out / TRAJECTORIES):
+    trajectories = read_lines(out / TRAJECTORIES)
+    wanted = [line for line in trajectories if trajectory_id_of(line) in ids]
+    if len(wanted) < len(trajectories) or ends_inside_line(out / TRAJECTORIES):
         atomic_write(out / TRAJECTORIES, "".join(line + "\n" for line in wanted))
     return records
 
@@ -290,22 +293,64 @@ def _mean(values: Sequence[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def summarize(records: Sequence[EpisodeRecord], schemes: Sequence[str]) -> dict[str, Any]:
+INTERVALS = Bootstrap(method="iid")
+"""Tasks are independent observations (a day and a pool each); intervals resample them."""
+
+
+class TaskClusters:
+    """Per-episode values summed by task, for intervals that resample tasks: the samples of one task share its
+    market day and prompt, so they are not independent observations and are drawn together."""
+
+    def __init__(self, records: Sequence[EpisodeRecord], bootstrap: Bootstrap) -> None:
+        self.tasks = sorted({r.task_id for r in records})
+        self.where = {task: i for i, task in enumerate(self.tasks)}
+        self.bootstrap = bootstrap
+        self.picks = bootstrap.indices(len(self.tasks)) if len(self.tasks) > 1 else None
+
+    def sums(self, records: Sequence[EpisodeRecord], values: Sequence[float]) -> np.ndarray:
+        out = np.zeros(len(self.tasks))
+        np.add.at(out, [self.where[r.task_id] for r in records], values)
+        return out
+
+    def ratio(self, records: Sequence[EpisodeRecord], numerator: Sequence[float],
+              denominator: Sequence[float]) -> list[float] | None:  # fmt: skip
+        """The interval of sum(numerator) / sum(denominator) over resampled tasks (None under two tasks)."""
+        if self.picks is None or not records:
+            return None
+        top, bottom = self.sums(records, numerator)[self.picks], self.sums(records, denominator)[self.picks]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.bootstrap.interval(top.sum(axis=1) / bottom.sum(axis=1))
+
+    def mean(self, records: Sequence[EpisodeRecord], values: Sequence[float]) -> list[float] | None:
+        return self.ratio(records, values, [1.0] * len(records))
+
+
+def summarize(records: Sequence[EpisodeRecord], schemes: Sequence[str],
+              bootstrap: Bootstrap = INTERVALS) -> dict[str, Any]:  # fmt: skip
     """summary.json: rewards over the episodes the policy played (a failed one has no reward), the rest over
-    every episode. Failure reasons: the first scheme's failure of a played episode, or the server's."""
+    every episode. Failure reasons: the first scheme's failure of a played episode, or the server's. The
+    rates and mean rewards carry ``<key>_ci``, an interval resampling tasks (:class:`TaskClusters`)."""
     played = [r for r in records if r.status == "done"]
     calls = sum(r.tool_calls for r in records)
     reasons = Counter(
         r.rewards[schemes[0]].failure if r.status == "done" else f"unavailable: {r.reason}" for r in records
     )
     reasons.pop(None, None)
+    rewards = {name: [r.rewards[name].score for r in played] for name in schemes}
+    stopped = [float(r.episode_status == "stopped") for r in played]
+    clusters = TaskClusters(played, bootstrap)
+    every = TaskClusters(records, bootstrap)
     return {
         "episodes": len(records),
         "played": len(played),
         "failed": len(records) - len(played),
-        "mean_reward": {name: _mean([r.rewards[name].score for r in played]) for name in schemes},
-        "stop_rate": _mean([r.episode_status == "stopped" for r in played]),
+        "mean_reward": {name: _mean(values) for name, values in rewards.items()},
+        "mean_reward_ci": {name: clusters.mean(played, values) for name, values in rewards.items()},
+        "stop_rate": _mean(stopped),
+        "stop_rate_ci": clusters.mean(played, stopped),
         "tool_error_rate": sum(r.tool_errors for r in records) / calls if calls else None,
+        "tool_error_rate_ci": every.ratio(records, [r.tool_errors for r in records], [r.tool_calls for r in records]),
+        "interval_method": f"{bootstrap.describe()}; the observations are tasks, each drawn with all its samples",
         "failure_reasons": dict(reasons.most_common()),
         "turns_per_episode": _mean([r.turns for r in records]),
         "prompt_tokens_per_episode": _mean([r.prompt_tokens for r in records]),
@@ -317,15 +362,25 @@ def summarize(records: Sequence[EpisodeRecord], schemes: Sequence[str]) -> dict[
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
-    """The summary as the CLI prints it."""
+    """The summary as the CLI prints it: each mean with its interval, and the intervals' method."""
 
     def show(value: float | None, form: str) -> str:
         return "-" if value is None else format(value, form)
 
+    def ranged(value: float | None, interval: list[float] | None, form: str) -> str:
+        return f"{show(value, form)} " + (
+            "[-]" if interval is None else f"[{interval[0]:{form}}, {interval[1]:{form}}]"
+        )
+
     lines = [f"{summary['episodes']} episodes: {summary['played']} played, {summary['failed']} failed (server)"]
-    lines += [f"mean reward {name}: {show(v, '+.4f')}" for name, v in summary["mean_reward"].items()]
     lines += [
-        f"stop rate {show(summary['stop_rate'], '.1%')}  tool-error rate {show(summary['tool_error_rate'], '.1%')}",
+        f"mean reward {name}: {ranged(v, summary['mean_reward_ci'][name], '+.4f')}"
+        for name, v in summary["mean_reward"].items()
+    ]
+    lines += [
+        f"stop rate {ranged(summary['stop_rate'], summary['stop_rate_ci'], '.1%')}  tool-error rate "
+        f"{ranged(summary['tool_error_rate'], summary['tool_error_rate_ci'], '.1%')}",
+        f"intervals: {summary['interval_method']}",
         f"per episode: turns {show(summary['turns_per_episode'], '.2f')}, prompt tokens "
         f"{show(summary['prompt_tokens_per_episode'], ',.0f')}, completion tokens "
         f"{show(summary['completion_tokens_per_episode'], ',.0f')}",
@@ -350,21 +405,23 @@ def run_tasks(evaluation: TasksEval, policy: Policy, settings: RunSettings, out:
         total=total, initial=total - len(pending), desc=policy.name, unit="ep", disable=None if progress else True
     )
 
-    async def play() -> None:
+    async def play(appender: Appender) -> None:
         scores = [r.rewards[first].score for r in records if r.status == "done"]
-        async for record, trajectory in evaluation.episodes(policy, settings, pending, servers, concurrency):
-            append_line(out / TRAJECTORIES, trajectory.model_dump_json())
-            append_line(out / EPISODES, record.model_dump_json())
-            records.append(record)
-            if record.status == "done":
-                scores.append(record.rewards[first].score)
-            else:
-                log.warning("tasks.episode_failed", task=record.task_id, sample=record.sample, reason=record.reason)
-            bar.set_postfix_str(f"{first} {statistics.fmean(scores):+.3f}" if scores else "")
-            bar.update()
+        async with shared_clients(concurrency):
+            async for record, trajectory in evaluation.episodes(policy, settings, pending, servers, concurrency):
+                appender.append(out / TRAJECTORIES, trajectory.model_dump_json())
+                appender.append(out / EPISODES, record.model_dump_json())
+                records.append(record)
+                if record.status == "done":
+                    scores.append(record.rewards[first].score)
+                else:
+                    log.warning("tasks.episode_failed", task=record.task_id, sample=record.sample,
+                                reason=record.reason)  # fmt: skip
+                bar.set_postfix_str(f"{first} {statistics.fmean(scores):+.3f}" if scores else "")
+                bar.update()
 
-    with bar:
-        asyncio.run(play())
+    with bar, Appender() as appender:
+        asyncio.run(play(appender))
     summary = summarize(records, [s.name for s in evaluation.schemes])
     write_json(out / SUMMARY, summary)
     return summary

@@ -1,11 +1,12 @@
 """A scripted OpenAI-protocol server for tests and benchmarks: a test double at a process boundary.
 
-It answers ``POST /v1/chat/completions`` over HTTP on a real socket on 127.0.0.1, so the OpenAI SDK, httpx,
+It answers ``POST /v1/chat/completions`` over HTTP on a real socket on 127.0.0.1, so the client's HTTP,
 timeouts and the policy's retries run exactly as against vLLM; only the model is replaced, by a script that
 decides what each request gets: a reply (text, tool calls as the server's parser would return them, reasoning
 as ``<think>`` text or as a field), an HTTP error, a slow answer, or a connection dropped mid-answer. Requests
-are kept (``server.requests``) so a test can read what the client sent, and the most requests served at once
-is counted (``server.peak``) for the benchmark.
+are kept (``server.requests``, their headers in ``server.headers``) so a test can read what the client sent;
+the most requests served at once (``server.peak``) and the connections clients opened (``server.connections``)
+are counted for the benchmark.
 """
 
 from __future__ import annotations
@@ -107,13 +108,14 @@ class FaultServer:
     def __init__(self, script: Script | Sequence[Behaviour] = (), default: Behaviour = STOP) -> None:
         self.script = script if callable(script) else in_order(script, default)
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.in_flight = 0
         self.peak = 0
+        self.connections = 0
         self._per_date: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._http.daemon_threads = True
+        self._http = _Listener(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._http.serve_forever, name="fault-server", daemon=True)
 
     @property
@@ -131,13 +133,14 @@ class FaultServer:
         self._http.server_close()
         self._thread.join()
 
-    def _receive(self, body: dict[str, Any]) -> Behaviour:
+    def _receive(self, body: dict[str, Any], headers: dict[str, str]) -> Behaviour:
         messages = body.get("messages") or []
         users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
         found = _DATE.search(users[0]) if users and isinstance(users[0], str) else None
         date = found.group() if found else ""
         with self._lock:
             self.requests.append(body)
+            self.headers.append(headers)
             nth = self._per_date[date]
             self._per_date[date] += 1
             self.in_flight += 1
@@ -148,6 +151,14 @@ class FaultServer:
     def _done(self) -> None:
         with self._lock:
             self.in_flight -= 1
+
+
+class _Listener(ThreadingHTTPServer):
+    """A thread per connection, with a listen backlog for hundreds of clients connecting at once: at the
+    default 5 the kernel drops the rest of a burst of connections, which the clients retry a second later."""
+
+    daemon_threads = True
+    request_queue_size = 1024
 
 
 def completion(body: Mapping[str, Any], reply: Reply, number: int) -> dict[str, Any]:
@@ -183,6 +194,11 @@ def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"  # keep-alive, as the SDK's connection pool expects
         disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall between them
 
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server.connections += 1
+
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet: tests read ``server.requests``."""
 
@@ -191,7 +207,7 @@ def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-            behaviour = server._receive(body)
+            behaviour = server._receive(body, dict(self.headers))
             try:
                 if server._closing.wait(behaviour.delay):
                     return

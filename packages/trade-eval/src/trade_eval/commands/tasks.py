@@ -51,7 +51,8 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
     servers. An episode the server cannot answer (after retries) is recorded as failed with its reason;
     the run goes on. Each finished episode is appended to --out (trajectories.jsonl, episodes.jsonl);
     --resume skips those. The end prints (and writes to summary.json) the mean reward per scheme, the stop
-    and tool-error rates, the failure reasons, turns and tokens per episode.
+    and tool-error rates, each with a 95% bootstrap interval over tasks (a task's samples drawn together),
+    the failure reasons, turns and tokens per episode.
 
     \b
     trade eval tasks --tasks tasks --split test --base-url http://127.0.0.1:8001/v1 --model trader_agent

@@ -11,18 +11,20 @@ while a refused first request is the server's setup and also raises :class:`Poli
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
+import json
 import random
 import re
 import ssl
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-import openai
+import aiohttp
 import structlog
-from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 from trade_core.errors import TradeError, error_line
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
@@ -50,19 +52,61 @@ class LLMPolicy(Policy):
     async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
         usage = DayUsage()
         backoff = _backoff(settings)
-        async with openai.AsyncOpenAI(
-            base_url=settings.base_url,
-            api_key=settings.api_key,
-            timeout=settings.request_timeout,
-            max_retries=0,  # retried here, counted and logged
-            http_client=openai.DefaultAsyncHttpxClient(verify=_tls()),
-        ) as client:
+        async with _client(settings) as client:
             tools = day.episode.tool_schemas()
             while day.is_open:
-                response = await _complete(client, day, _request(day, settings, tools), settings, usage, backoff)
-                if response is not None:
-                    _play_reply(day, response, usage)
+                answer = await _complete(client, day, _request(day, settings, tools), settings, usage, backoff)
+                if answer is not None:
+                    _play_reply(day, answer, usage)
         return usage
+
+
+Session = aiohttp.ClientSession
+_SHARED: contextvars.ContextVar[dict[tuple[Any, ...], Session] | None] = contextvars.ContextVar(
+    "llm_sessions", default=None
+)
+_POOL_SIZE: contextvars.ContextVar[int] = contextvars.ContextVar("llm_pool_size", default=0)
+JSON = {"Content-Type": "application/json"}
+
+
+@contextlib.asynccontextmanager
+async def shared_clients(connections: int) -> AsyncIterator[None]:
+    """Within the block (and the tasks it starts), every day played shares one HTTP session per server and
+    settings, keeping up to ``connections`` connections open: a session and a connection per day cost more
+    harness CPU than the day's own work when hundreds are in flight. The sessions close when the block ends."""
+    sessions: dict[tuple[Any, ...], Session] = {}
+    tokens = _SHARED.set(sessions), _POOL_SIZE.set(connections)
+    try:
+        yield
+    finally:
+        _SHARED.reset(tokens[0])
+        _POOL_SIZE.reset(tokens[1])
+        for session in sessions.values():
+            await session.close()
+
+
+@contextlib.asynccontextmanager
+async def _client(settings: RunSettings) -> AsyncIterator[Session]:
+    """The block's shared session for these settings (see :func:`shared_clients`), else one for this day.
+    Plain aiohttp: the OpenAI SDK's typed requests and answers cost about 1 ms of CPU a request over it,
+    which with hundreds of days in flight was most of the harness's time. The server is reached directly:
+    proxy settings in the environment are not read (aiohttp would read them, and ~/.netrc, on every request)."""
+    shared = _SHARED.get()
+    key = (settings.base_url, settings.api_key, settings.request_timeout)
+    if shared is not None and key in shared:
+        yield shared[key]
+        return
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=max(_POOL_SIZE.get(), 100), ssl=_tls()),
+        headers={"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else None,
+        timeout=aiohttp.ClientTimeout(total=settings.request_timeout),
+    )
+    if shared is not None:
+        shared[key] = session
+        yield session
+        return
+    async with session:
+        yield session
 
 
 @functools.cache
@@ -116,34 +160,40 @@ def _backoff(settings: RunSettings) -> float:
 
 
 async def _complete(
-    client: openai.AsyncOpenAI,
+    session: Session,
     day: TradingDay,
     request: dict[str, Any],
     settings: RunSettings,
     usage: DayUsage,
     backoff: float,
-) -> ChatCompletion | None:
-    """The server's answer to ``request``, retried on server failures; None when the server refused a later
-    request and the day ended."""
+) -> dict[str, Any] | None:
+    """The server's answer to ``request`` (the chat.completion JSON, with at least one choice), retried on
+    server failures; None when the server refused a later request and the day ended."""
     where = {"day": str(day.episode.task.date), "turn": day.replies + 1}
+    url = f"{str(settings.base_url).rstrip('/')}/chat/completions"
+    data = json.dumps(request, ensure_ascii=False).encode()
     jitter = random.Random(f"{settings.seed}/{where['day']}/{where['turn']}")
     for attempt in range(settings.retries + 1):
         usage.requests += 1
         started = time.perf_counter()
         try:
-            response = await client.chat.completions.create(**request)
-            if response.choices:
-                _log_reply(response, where, attempt, time.perf_counter() - started)
-                return response
-            problem = "an answer without choices"
-        except openai.APIStatusError as error:
-            problem = f"HTTP {error.status_code} ({_server_message(error)})"
-            if error.status_code < 500 and error.status_code not in RETRIED_STATUSES:
-                return _refused(day, problem, usage, where)
-        except openai.APITimeoutError:
+            async with session.post(url, data=data, headers=JSON) as reply:
+                status, reason, body = reply.status, reply.reason, await reply.read()
+        except TimeoutError:  # aiohttp's socket timeouts are TimeoutErrors too
             problem = f"no answer within {settings.request_timeout:g} s"
-        except openai.APIConnectionError as error:
-            problem = f"connection failed ({error_line(error.__cause__ or error)})"
+        except aiohttp.ClientError as error:
+            problem = f"connection failed ({error_line(error)})"
+        else:
+            answer = _json(body)
+            if status >= 400:
+                problem = f"HTTP {status} ({_server_message(answer) or reason or 'no message'})"
+                if status < 500 and status not in RETRIED_STATUSES:
+                    return _refused(day, problem, usage, where)
+            elif _choice(answer):
+                _log_reply(answer, where, attempt, time.perf_counter() - started)
+                return answer
+            else:
+                problem = "an answer without choices"
         log.warning("llm.request_failed", **where, attempt=attempt + 1, problem=problem)
         if attempt < settings.retries:
             usage.retries += 1
@@ -151,11 +201,19 @@ async def _complete(
     raise PolicyUnavailable(f"turn {where['turn']}: {problem} after {settings.retries + 1} attempts", usage)
 
 
-def _server_message(error: openai.APIStatusError) -> str:
-    """The server's own message (OpenAI error bodies and vLLM's carry one), else the SDK's line."""
-    body = error.body
-    message = body.get("message") if isinstance(body, dict) else None
-    return error_line(RuntimeError(message) if isinstance(message, str) and message else error)
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:  # not JSON (a proxy's error page): no choices, no message
+        return None
+
+
+def _server_message(answer: Any) -> str:
+    """The server's own message of an error answer, on one line: OpenAI's ``{"error": {"message"}}`` or
+    vLLM's ``{"message"}``; '' when it has none."""
+    error = answer.get("error", answer) if isinstance(answer, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return error_line(RuntimeError(message)) if isinstance(message, str) and message else ""
 
 
 def _refused(day: TradingDay, problem: str, usage: DayUsage, where: dict[str, Any]) -> None:
@@ -168,27 +226,43 @@ def _refused(day: TradingDay, problem: str, usage: DayUsage, where: dict[str, An
     log.warning("llm.request_refused", **where, problem=problem)
 
 
-def _log_reply(response: ChatCompletion, where: dict[str, Any], attempt: int, seconds: float) -> None:
-    tokens = response.usage
+def _choice(answer: object) -> dict[str, Any]:
+    """The answer's first choice ({} when it has none)."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    return first if isinstance(first, dict) else {}
+
+
+def _tokens(answer: dict[str, Any]) -> dict[str, Any]:
+    tokens = answer.get("usage")
+    return tokens if isinstance(tokens, dict) else {}
+
+
+def _log_reply(answer: dict[str, Any], where: dict[str, Any], attempt: int, seconds: float) -> None:
+    tokens = _tokens(answer)
     log.info(
         "llm.reply",
         **where,
         attempt=attempt + 1,
         latency_s=round(seconds, 3),
-        prompt_tokens=tokens.prompt_tokens if tokens else None,
-        completion_tokens=tokens.completion_tokens if tokens else None,
-        finish_reason=response.choices[0].finish_reason,
+        prompt_tokens=tokens.get("prompt_tokens"),
+        completion_tokens=tokens.get("completion_tokens"),
+        finish_reason=_choice(answer).get("finish_reason"),
     )
 
 
-def _play_reply(day: TradingDay, response: ChatCompletion, usage: DayUsage) -> None:
+def _play_reply(day: TradingDay, answer: dict[str, Any], usage: DayUsage) -> None:
     """Count the reply's tokens and play it as the day's next turn."""
-    if response.usage is not None:
-        usage.prompt_tokens += response.usage.prompt_tokens
-        usage.completion_tokens += response.usage.completion_tokens
-    message = response.choices[0].message
-    calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or [] if c.type == "function"]
-    content = message.content or ""
+    tokens = _tokens(answer)
+    usage.prompt_tokens += tokens.get("prompt_tokens") or 0
+    usage.completion_tokens += tokens.get("completion_tokens") or 0
+    message = _choice(answer).get("message") or {}
+    calls = [
+        (call["function"]["name"], call["function"]["arguments"])
+        for call in message.get("tool_calls") or []
+        if call.get("type", "function") == "function"
+    ]
+    content = message.get("content") or ""
     if calls:  # the text without its calls: some servers (transformers serve) leave the parsed markup in it too
         content = CALL_BLOCK.sub("", content)
     elif markup := [m for m in MARKUP if m in content]:
@@ -202,12 +276,11 @@ def _play_reply(day: TradingDay, response: ChatCompletion, usage: DayUsage) -> N
     day.turn(_with_reasoning(content, message), calls)
 
 
-def _with_reasoning(content: str, message: ChatCompletionMessage) -> str:
+def _with_reasoning(content: str, message: dict[str, Any]) -> str:
     """The reply's text with its reasoning as a leading ``<think>`` block, which the TradingDay keeps apart:
     a reasoning parser returns it as a field (``reasoning_content``, or ``reasoning`` in newer vLLM); without
     one it stays in the text, where a template that opens the think block itself leaves only ``</think>``."""
-    extra = message.model_extra or {}
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
         return f"<think>\n{reasoning}\n</think>\n\n{content}"
     if "</think>" in content and "<think>" not in content:
