@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -248,3 +249,24 @@ def test_a_synthetic_dataset_is_flagged(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["synthetic"] is True
     assert "SYNTHETIC" in task_stats(tmp_path / "out").to_text()
     assert all("【合成数据】" in r.prompt[0]["content"] for r in read_records(tmp_path / "out", "val"))
+
+
+def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
+    real_dataset: Path, real_store: MarketStore, tmp_path: Path
+) -> None:
+    """`trade data tasks --anonymize`: the same draws and ground truth, each task flagged and its prompt anonymized
+    (the one training and `trade eval tasks` replay), so no stock code or calendar date reaches the model."""
+    split = "train=2023-01-03:2023-01-31"
+    run = run_trade("data", "tasks", "--data", str(real_dataset), "--out", str(tmp_path / "anon"), "--split", split,
+                    "--seed", str(SEED), "--anonymize")  # fmt: skip
+    assert run.code == 0, run.err
+    build_tasks(real_dataset, tmp_path / "plain", split=split, seed=SEED)
+    records, plain = read_records(tmp_path / "anon", "train"), read_records(tmp_path / "plain", "train")
+    assert len(records) == len(plain) > 10
+    for record, reference in zip(records, plain, strict=True):
+        assert record.task == reference.task.model_copy(update={"anonymized": True})
+        assert record.ground_truth == reference.ground_truth
+        assert record.prompt == Episode.start(record.task, real_store).messages() != reference.prompt
+        text = "\n".join(m["content"] for m in record.prompt)
+        assert re.search(r"(?i)(SH|SZ|BJ)\d{6}|\d{4}-\d{2}-\d{2}|\b\d{2}-\d{2}\b", text) is None, text
+        assert "交易日T0：T0" in text and "市场状态（截至T0收盘" in text

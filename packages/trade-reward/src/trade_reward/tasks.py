@@ -61,7 +61,14 @@ def _check_universe(store: MarketStore, universe: str, pool_size: tuple[int, int
 
 
 def _sample_split(
-    store: MarketStore, split: Split, days: list[dt.date], sampler: SamplerSettings, seed: int, universe: str, bar: tqdm
+    store: MarketStore,
+    split: Split,
+    days: list[dt.date],
+    sampler: SamplerSettings,
+    seed: int,
+    universe: str,
+    anonymize: bool,
+    bar: tqdm,
 ) -> list[TaskRecord]:
     records: list[TaskRecord] = []
     for day in days:
@@ -69,6 +76,7 @@ def _sample_split(
         for k in range(sampler.per_day):
             task = draw_task(view, f"{split.name}-{day}-{k}", task_rng(seed, day, k), universe, sampler.pool_size)
             if task is not None:
+                task.anonymized = anonymize
                 records.append(
                     TaskRecord(
                         index=len(records),
@@ -105,9 +113,14 @@ def build_tasks(
     pool_size: str = "10-30",
     per_day: int = 1,
     seed: int = 0,
+    anonymize: bool = False,
     progress: bool = False,
 ) -> BuildSummary:
-    """Sample ``per_day`` tasks for every embargoed T0 of each split and write OUT atomically."""
+    """Sample ``per_day`` tasks for every embargoed T0 of each split and write OUT atomically.
+
+    ``anonymize``: every task is flagged (``Task.anonymized``), so its prompt and every episode opened from
+    it (training, ``trade eval tasks``) show aliases for symbols and dates (:mod:`trade_tools.anonymize`).
+    """
     began = time.perf_counter()
     splits, pool = parse_splits(split), parse_pool_size(pool_size)
     if per_day < 1:
@@ -126,7 +139,7 @@ def build_tasks(
     records, summaries = {}, []
     with tqdm(total=sum(map(len, days.values())) * per_day, desc="tasks", unit="task", disable=not progress) as bar:
         for s in splits:
-            records[s.name] = _sample_split(store, s, days[s], sampler, seed, universe, bar)
+            records[s.name] = _sample_split(store, s, days[s], sampler, seed, universe, anonymize, bar)
             summaries.append(_split_summary(s, days[s], records[s.name]))
     manifest = Manifest(
         dataset=str(data),

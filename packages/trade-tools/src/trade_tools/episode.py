@@ -12,19 +12,21 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+import numpy as np
 import structlog
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationError, model_serializer
 from pydantic_core import ErrorDetails
 
 from trade_core.errors import TradeError
 from trade_data.store import MarketStore, PointInTimeView
 from trade_data.symbols import Board, board_of
+from trade_tools.anonymize import Aliases, hide_schemas
 from trade_tools.execution import portfolio_value
 from trade_tools.portfolio import ActionRecord, Position
 from trade_tools.records import Task
 from trade_tools.rules import ExecutionRules
-from trade_tools.text import shown
-from trade_tools.tool import TOOLS, Tool, ToolError
+from trade_tools.text import day, shown
+from trade_tools.tool import EXAMPLE_SYMBOL, TOOLS, Tool, ToolError
 
 log = structlog.get_logger("trade.episode")
 
@@ -68,7 +70,17 @@ class Episode(BaseModel):
     turns: int = 0
     status: Status = "open"
     status_reason: str = ""
+    aliases: Aliases | None = Field(None, description="set when the task is anonymized: what the model saw as what")
     _view: PointInTimeView | None = PrivateAttr(None)
+    _calendar: np.ndarray | None = PrivateAttr(None)
+
+    @model_serializer(mode="wrap")
+    def _plain_unchanged(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A plain episode serialises as it did before anonymized ones existed."""
+        data = handler(self)
+        if self.aliases is None:
+            data.pop("aliases", None)
+        return data
 
     @classmethod
     def start(
@@ -84,6 +96,7 @@ class Episode(BaseModel):
         for symbol in [*task.pool, *task.holdings]:
             if not view.knows(symbol) or board_of(symbol) is Board.INDEX:
                 raise TradeError(f"task {task.task_id}: {symbol} is not a stock listed by {task.date}")
+        aliases = Aliases.draw(task.task_id, [*task.pool, *task.holdings], view.indices()) if task.anonymized else None
         positions = {}
         for symbol, shares in task.holdings.items():
             if shares <= 0:
@@ -97,6 +110,7 @@ class Episode(BaseModel):
             cash=task.cash,
             positions=positions,
             value_before=portfolio_value(view, task.cash, positions),
+            aliases=aliases,
         )
         return episode.bind(store)
 
@@ -104,6 +118,7 @@ class Episode(BaseModel):
         """Attach market data (after loading an Episode from JSON): T0's view only, never the store, so no
         tool can read a bar after T0; what needs later days (the ground truth) is computed outside."""
         self._view = store.asof(self.task.date)
+        self._calendar = store.dates[: self._view.index + 1]
         return self
 
     @property
@@ -116,7 +131,32 @@ class Episode(BaseModel):
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         tools = TOOLS.all()
-        return [tools[name].schema() for name in self.settings.tools if name in tools]
+        schemas = [tools[name].schema() for name in self.settings.tools if name in tools]
+        return hide_schemas(schemas) if self.aliases else schemas
+
+    @property
+    def example_symbol(self) -> str:
+        """The code texts show as an example: a pool member when anonymized (its alias is what the model reads)."""
+        return self.task.pool[0] if self.aliases else EXAMPLE_SYMBOL
+
+    def hide(self, text: str) -> str:
+        """``text`` as the model may read it: unchanged, or anonymized (:meth:`Aliases.hide`)."""
+        return self.aliases.hide(text, self._calendar) if self.aliases else text  # type: ignore[arg-type]
+
+    def shown_order(self, symbols: list[str]) -> list[str]:
+        """``symbols`` in the order texts list them: as given, or by alias when anonymized (the order of the real
+        codes would tell the exchanges apart)."""
+        return sorted(symbols, key=self.aliases.symbols.__getitem__) if self.aliases else symbols
+
+    def reveal(self, text: str) -> str:
+        """A text the model read with the real symbols and dates back (unchanged for a plain episode): for reports."""
+        return self.aliases.reveal(text) if self.aliases else text
+
+    def short_day(self, value: np.datetime64) -> str:
+        """A bar's date in a compact list: MM-DD, or its relative day when anonymized (MM-DD still dates it)."""
+        if self.aliases is None:
+            return day(value)[5:]
+        return self.aliases.day(value.astype("datetime64[D]").astype(object), self._calendar)  # type: ignore[arg-type]
 
     def call(self, name: str, arguments: str | dict[str, Any] | None) -> str:
         """Run one tool call and return the text the model sees, within the tool's character budget.
@@ -125,6 +165,8 @@ class Episode(BaseModel):
         """
         self.tool_calls += 1
         name = name if isinstance(name, str) else repr(name)  # a parser may hand over anything
+        if self.aliases:
+            name = self.aliases.arguments(name)
         tool = TOOLS.all().get(name) if name in self.settings.tools else None
         try:
             text = self._dispatch(name, tool, arguments)
@@ -136,6 +178,7 @@ class Episode(BaseModel):
             self.tool_errors += 1
             log.exception("tool.internal_error", tool=shown(name), task=self.task.task_id)
             text = f"错误：工具内部错误（{type(error).__name__}），请换一种调用"
+        text = self.hide(text)
         budget = self.settings.char_budgets.get(name) or (tool.budget if tool else Tool.budget)
         marker = "\n…（已截断）"
         return text if len(text) <= budget else text[: budget - len(marker)] + marker
@@ -150,7 +193,9 @@ class Episode(BaseModel):
         if isinstance(arguments, str):
             arguments = _parse_json(arguments)
         if not isinstance(arguments, dict):
-            raise ToolError('参数必须是JSON对象，例如 {"symbol": "SH600519"}')
+            raise ToolError(f'参数必须是JSON对象，例如 {{"symbol": "{self.example_symbol}"}}')
+        if self.aliases:
+            arguments = self.aliases.arguments(arguments)
         try:
             args = tool.arguments.model_validate(arguments)
         except ValidationError as error:
@@ -166,7 +211,7 @@ class Episode(BaseModel):
         symbol = symbol.strip().upper()
         if self.in_pool(symbol):
             return symbol
-        pool = self.task.pool
+        pool = self.shown_order(self.task.pool)
         listed = ", ".join(pool[:POOL_SHOWN]) + (" 等" if len(pool) > POOL_SHOWN else "")
         raise ToolError(f"{shown(symbol)} 不在股票池中；股票池共{len(pool)}只：{listed}")
 
@@ -196,8 +241,8 @@ class Episode(BaseModel):
 
         prompts = PROMPT_SETS.get(self.settings.prompt_set)
         return [
-            {"role": "system", "content": prompts.system(self)},
-            {"role": "user", "content": prompts.user(self)},
+            {"role": "system", "content": self.hide(prompts.system(self))},
+            {"role": "user", "content": self.hide(prompts.user(self))},
         ]
 
 

@@ -68,8 +68,8 @@ def default_system(episode: Episode) -> str:
 def default_user(episode: Episode) -> str:
     view, task = episode.view, episode.task
     rows = []
-    for symbol, position in sorted(episode.positions.items()):
-        close = view.last_close(symbol)
+    for symbol in episode.shown_order(sorted(episode.positions)):
+        position, close = episode.positions[symbol], view.last_close(symbol)
         value = position.shares * close
         rows.append(
             f"- {symbol}：{position.shares}股（可卖{position.sellable}），成本{position.cost:.2f}，"
@@ -80,7 +80,7 @@ def default_user(episode: Episode) -> str:
             f"交易日T0：{task.date}（所有订单以今日收盘价成交）",
             f"组合总值：{episode.value_before:,.2f}元；可用现金：{episode.cash:,.2f}元",
             "当前持仓：" + ("\n" + "\n".join(rows) if rows else "空仓"),
-            f"股票池（{len(task.pool)}只）：{', '.join(task.pool)}",
+            f"股票池（{len(task.pool)}只）：{', '.join(episode.shown_order(task.pool))}",
             '请按工作流程分析并调仓，完成后调用 TakeAction(type="stop")。',
         ]
     )

@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 Record = TypeVar("Record", bound=BaseModel)
 
@@ -29,6 +29,15 @@ class Task(BaseModel):
     cash: float = Field(ge=0)
     universe: str = "csi300"
     index: str = "SH000001"
+    anonymized: bool = Field(False, description="the model sees aliases for symbols and dates (trade_tools.anonymize)")
+
+    @model_serializer(mode="wrap")
+    def _plain_unchanged(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A plain task serialises as it did before the flag existed (task files, verl rows, trajectories)."""
+        data = handler(self)
+        if not self.anonymized:
+            data.pop("anonymized", None)
+        return data
 
 
 class GroundTruth(BaseModel):

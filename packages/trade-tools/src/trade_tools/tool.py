@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from trade_tools.episode import Episode
 
 
+EXAMPLE_SYMBOL = "SH600519"
+"""The code argument descriptions show as an example; an anonymized episode shows one of its pool's aliases."""
+
+
 class ToolError(TradeError):
     """A call the tool cannot answer; the message goes back to the model as the tool's text."""
 

@@ -17,15 +17,18 @@ DEFAULT_SPLIT = "train=2018-01-01:2023-12-31,val=2024-01-01:2024-12-31,test=2025
 @click.option("--per-day", default=1, show_default=True, help="Samples per trading day.")
 @click.option("--seed", default=0, show_default=True, help="Seed; the same seed gives the same tasks.")
 @click.option("--split", default=DEFAULT_SPLIT, show_default=True, help="NAME=START:END,... (inclusive dates).")
+@click.option("--anonymize", is_flag=True, help="Aliases for symbols and dates in every prompt and tool text.")
 @click.option("--stats", "stats_dir", type=click.Path(path_type=Path), help="Print statistics of a tasks folder.")
 def tasks_command(data: Path | None, universe: str, out: Path | None, pool_size: str, per_day: int, seed: int,
-                  split: str, stats_dir: Path | None) -> None:  # fmt: skip
+                  split: str, anonymize: bool, stats_dir: Path | None) -> None:  # fmt: skip
     """One sample per (T0, draw): a pool of universe members with data at T0, initial holdings in whole
     lots (cost basis at the previous close) and cash, the market summary and the rendered prompts.
 
     Splits are by time with an embargo: no sample's T+3 forward window reaches past its split's end.
     The forward returns go into each record's ground_truth only, never into a prompt. Trainers turn the
     records into their own format (verl-grpo writes verl's parquet rows into its run folder).
+    With --anonymize the model sees per-task aliases for stocks and trading days relative to T0 (the
+    memorisation guard); the ground truth keeps the real symbols.
     """
     from trade_reward.tasks import build_tasks
     from trade_reward.taskstats import task_stats
@@ -36,6 +39,7 @@ def tasks_command(data: Path | None, universe: str, out: Path | None, pool_size:
     if data is None or out is None:
         raise click.UsageError("--data and --out are required (or --stats DIR)")
     summary = build_tasks(
-        data, out, universe=universe, pool_size=pool_size, per_day=per_day, seed=seed, split=split, progress=True
-    )
+        data, out, universe=universe, pool_size=pool_size, per_day=per_day, seed=seed, split=split,
+        anonymize=anonymize, progress=True,
+    )  # fmt: skip
     click.echo(summary.to_text())

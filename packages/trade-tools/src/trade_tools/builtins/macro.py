@@ -7,6 +7,7 @@ from pydantic import Field
 
 from trade_data.summary import INDEX_NAMES
 from trade_tools import text
+from trade_tools.anonymize import INDEX_LEVEL
 from trade_tools.builtins.price import daily_changes, period_start
 from trade_tools.episode import Episode
 from trade_tools.tool import Arguments, Tool, ToolError
@@ -34,10 +35,11 @@ class GetMacroIndicators(Tool):
             raise ToolError(f"未知指数 {text.shown(index)}；可用：{', '.join(indices)}")
         days = text.parse_period(args.period)
         bars = view.window(index, max(days, 20) + 1)
-        changes = daily_changes(bars.close)
+        levels = bars.close * (INDEX_LEVEL / bars.close[-1] if episode.aliases else 1.0)  # a level would date T0
+        changes = daily_changes(levels)
         first = period_start(len(bars), days)
-        close, dates, returns = bars.close[first:], bars.dates[first:], changes[first:]
-        ma5, ma20 = bars.close[-5:].mean(), bars.close[-20:].mean()
+        close, dates, returns = levels[first:], bars.dates[first:], changes[first:]
+        ma5, ma20 = levels[-5:].mean(), levels[-20:].mean()
         if len(bars) < 20:
             trend = "历史不足20日"
         else:
@@ -55,13 +57,13 @@ class GetMacroIndicators(Tool):
         lines = [
             f"## {name}({index}) 近{len(close)}个交易日（截至{view.date}收盘）",
             f"最新：收{close[-1]:.2f} 涨跌{text.pct(changes[-1])} 量{text.lots(bars.volume[-1])}",
-            f"区间涨跌{text.pct(close[-1] / bars.close[first - 1] - 1 if first else np.nan)}，日波动率{volatility}",
+            f"区间涨跌{text.pct(close[-1] / levels[first - 1] - 1 if first else np.nan)}，日波动率{volatility}",
             f"区间收盘最高{close[hi]:.2f}({text.day(dates[hi])}) 最低{close[lo]:.2f}({text.day(dates[lo])})",
             f"趋势：{trend}",
             "近5日："
             + " | ".join(
-                f"{text.day(d)[5:]} {c:.2f} {text.mark(r)}"
-                for d, c, r in zip(bars.dates[-5:], bars.close[-5:], changes[-5:], strict=True)
+                f"{episode.short_day(d)} {c:.2f} {text.mark(r)}"
+                for d, c, r in zip(bars.dates[-5:], levels[-5:], changes[-5:], strict=True)
             ),
         ]
         return "\n".join(lines)

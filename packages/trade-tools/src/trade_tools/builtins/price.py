@@ -10,13 +10,13 @@ from pydantic import Field
 from trade_tools import text
 from trade_tools.episode import Episode
 from trade_tools.indicators import DESCRIPTIONS, INDICATORS, PRICE_LEVEL, latest
-from trade_tools.tool import Arguments, Tool, ToolError
+from trade_tools.tool import EXAMPLE_SYMBOL, Arguments, Tool, ToolError
 
 DEFAULT_INDICATORS = ["MA5", "MA20", "MACD_DIF", "RSI_14", "VOL_20"]
 
 
 class PriceArgs(Arguments):
-    symbol: str = Field(description="股票代码，如 SH600519（须在股票池或持仓中）")
+    symbol: str = Field(description=f"股票代码，如 {EXAMPLE_SYMBOL}（须在股票池或持仓中）")
     period: str = Field("20d", description='回看交易日数，如 "20d"（1-250）')
     indicators: list[str] = Field(
         default_factory=lambda: list(DEFAULT_INDICATORS),
@@ -69,7 +69,7 @@ class GetPriceData(Tool):
             f"区间涨跌{text.pct(close[-1] / before - 1)}",
             "近5日："
             + " | ".join(
-                f"{text.day(d)[5:]} 收{text.price(c)} {text.mark(r)}"
+                f"{episode.short_day(d)} 收{text.price(c)} {text.mark(r)}"
                 for d, c, r in zip(bars.dates[-5:], close[-5:], changes[-5:], strict=True)
             ),
         ]

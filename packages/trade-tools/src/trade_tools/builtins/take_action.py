@@ -82,5 +82,7 @@ class TakeAction(Tool):
 
 
 def _account(episode: Episode) -> str:
-    holdings = "，".join(f"{s} {p.shares}股(可卖{p.sellable})" for s, p in sorted(episode.positions.items())) or "空仓"
+    positions = episode.positions
+    shown = episode.shown_order(sorted(positions))
+    holdings = "，".join(f"{s} {positions[s].shares}股(可卖{positions[s].sellable})" for s in shown) or "空仓"
     return f"现金{episode.cash:,.2f}元；持仓：{holdings}"

@@ -39,6 +39,7 @@ def day_options(command: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="Seed for the sampled pool and holdings.",
         ),
+        click.option("--anonymize", is_flag=True, help="Aliases for symbols and dates in every text the model reads."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -46,7 +47,14 @@ def day_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def open_episode(
-    data: Path, day: dt.date, pool: str | None, holdings: str | None, cash: float, universe: str, seed: int
+    data: Path,
+    day: dt.date,
+    pool: str | None,
+    holdings: str | None,
+    cash: float,
+    universe: str,
+    seed: int,
+    anonymize: bool,
 ) -> Episode:
     from trade_data.store import MarketStore
     from trade_tools.tasks import day_task, parse_holdings
@@ -61,4 +69,5 @@ def open_episode(
         universe=universe,
         seed=seed,
     )
+    task.anonymized = anonymize
     return Episode.start(task, store)

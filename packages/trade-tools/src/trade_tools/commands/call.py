@@ -16,12 +16,12 @@ from trade_tools.commands._options import day_options, open_episode
 @click.option("--args", "arguments", default="{}", show_default=True, help="Arguments as a JSON object.")
 @day_options
 def call_command(name: str, arguments: str, data: Path, day: dt.date, pool: str | None, holdings: str | None,
-                 cash: float, universe: str, seed: int) -> None:  # fmt: skip
+                 cash: float, universe: str, seed: int, anonymize: bool) -> None:  # fmt: skip
     """Call tool NAME with --args JSON on day --date of --data, as the agent would.
 
     Exit status 1 when the tool answers with an error text.
     """
-    episode = open_episode(data, day, pool, holdings, cash, universe, seed)
+    episode = open_episode(data, day, pool, holdings, cash, universe, seed, anonymize)
     text = episode.call(name, arguments)
     click.echo(text)
     if text.startswith("错误："):

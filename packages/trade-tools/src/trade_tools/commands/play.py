@@ -36,7 +36,7 @@ def _shorthand(line: str) -> tuple[str, str]:
 @click.option("--save", type=click.Path(path_type=Path), help="Write the finished day as a trajectory (JSONL).")
 @day_options
 def play_command(save: Path | None, data: Path, day: dt.date, pool: str | None, holdings: str | None,
-                 cash: float, universe: str, seed: int) -> None:  # fmt: skip
+                 cash: float, universe: str, seed: int, anonymize: bool) -> None:  # fmt: skip
     """An interactive session: read the prompts the model gets, call tools, trade, stop.
 
     Reads commands from stdin (one per line), so it can be scripted; `quit` or the end of input ends the
@@ -45,7 +45,7 @@ def play_command(save: Path | None, data: Path, day: dt.date, pool: str | None, 
     from trade_tools.day import TradingDay
     from trade_tools.trajectory import write_trajectories
 
-    trading = TradingDay(open_episode(data, day, pool, holdings, cash, universe, seed))
+    trading = TradingDay(open_episode(data, day, pool, holdings, cash, universe, seed, anonymize))
     episode = trading.episode
     for message in trading.messages:
         click.echo(f"===== {message.role.upper()} =====\n{message.content}\n")
@@ -93,10 +93,10 @@ def _read_line() -> str | None:
 
 def _info(what: str, episode) -> str:  # type: ignore[no-untyped-def]
     if what == "help":
-        return HELP.format(symbol=episode.task.pool[0])  # an example that runs on this pool
+        return HELP.format(symbol=episode.hide(episode.task.pool[0]))  # an example that runs on this pool
     if what == "tools":
         return json.dumps(episode.tool_schemas(), ensure_ascii=False, indent=2)
     if what == "prompt":
         return "\n\n".join(m["content"] for m in episode.messages())
     held = ", ".join(f"{s} {p.shares}(可卖{p.sellable})" for s, p in sorted(episode.positions.items())) or "空仓"
-    return f"现金 {episode.cash:,.2f}；持仓 {held}；组合总值 {episode.value():,.2f}"
+    return episode.hide(f"现金 {episode.cash:,.2f}；持仓 {held}；组合总值 {episode.value():,.2f}")
