@@ -23,7 +23,7 @@ from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
 from trade_data.synth import write_synthetic_market
 from trade_data.testing import perturb_future
-from trade_reward.taskfolder import TaskRecord, read_records
+from trade_reward.taskfolder import TaskRecord, read_manifest, read_records
 from trade_reward.tasks import build_tasks
 from trade_reward.taskstats import task_stats
 from trade_tools.episode import Episode, Task
@@ -270,3 +270,4 @@ def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
         text = "\n".join(m["content"] for m in record.prompt)
         assert re.search(r"(?i)(SH|SZ|BJ)\d{6}|\d{4}-\d{2}-\d{2}|\b\d{2}-\d{2}\b", text) is None, text
         assert "交易日T0：T0" in text and "市场状态（截至T0收盘" in text
+    assert read_manifest(tmp_path / "anon").anonymized and not read_manifest(tmp_path / "plain").anonymized

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from trade_core.errors import TradeError, error_line
 from trade_core.files import staging_path
@@ -77,6 +77,7 @@ class Manifest(BaseModel):
     seed: int
     sampler: SamplerSettings
     splits: list[SplitSummary]
+    anonymized: bool = Field(False, description="every task shows aliases for symbols and dates (--anonymize)")
 
     def describe(self) -> str:
         """'SYNTHETIC market ...' or 'real market data', for the first line of a summary."""

@@ -149,6 +149,7 @@ def build_tasks(
         seed=seed,
         sampler=sampler,
         splits=summaries,
+        anonymized=anonymize,
     )
     write_folder(out, manifest, records)
     seconds = time.perf_counter() - began
