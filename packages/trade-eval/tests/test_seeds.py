@@ -11,7 +11,7 @@ import pytest
 
 from trade_core.testing import run_trade
 from trade_eval.backtest import SEEDS
-from trade_eval.cutoff import cutoff_warning
+from trade_eval.memorisation import cutoff_warning
 from trade_eval.runfolder import MANIFEST, SUMMARY
 
 ARGS = ("eval", "backtest", "--policy", "random", "--start-date", "2025-06-20", "--num-days", "4")
@@ -74,8 +74,8 @@ def test_model_cutoff_warns_on_stderr_and_is_recorded(real_dataset: Path, tmp_pa
     assert done.code == 0, done.err
     warned = [line for line in done.err.splitlines() if line.startswith("warning: ")]
     assert warned == [cutoff_warning("2025-07", dt.date(2025, 6, 20))]
-    assert "backtest.before_model_cutoff" in done.err  # the structlog event
-    assert json.loads((tmp_path / "a" / MANIFEST).read_text())["options"] == {"model_cutoff": "2025-07"}
+    assert "eval.before_model_cutoff" in done.err  # the structlog event
+    assert json.loads((tmp_path / "a" / MANIFEST).read_text())["model_cutoff"] == "2025-07"
     later = run_trade(*base, "--start-date", "2025-08-01", "--model-cutoff", "2025-07", "--out", str(tmp_path / "b"))
     assert later.code == 0 and "warning: " not in later.err
     bad = run_trade(*base, "--start-date", "2025-08-01", "--model-cutoff", "2025-13", "--out", str(tmp_path / "c"))

@@ -100,8 +100,10 @@ class Backtest:
         seed: int = 0,
         max_turns: int = MAX_TURNS,
         rules: ExecutionRules | None = None,
+        anonymize: bool = False,
     ) -> None:
-        """``pool``: the run's stocks (else ``pool_size`` drawn with ``seed`` on the first day)."""
+        """``pool``: the run's stocks (else ``pool_size`` drawn with ``seed`` on the first day); ``anonymize``:
+        each day's Task is anonymized (:mod:`trade_tools.anonymize`), its aliases drawn afresh every day."""
         self.store = store
         self.start = start
         self.dates = plan_dates(store, start, num_days)
@@ -111,6 +113,7 @@ class Backtest:
         self.seed = seed
         self.rules = rules or ExecutionRules()
         self.settings = EpisodeSettings(max_turns=max_turns)
+        self.anonymize = anonymize
         first = store.asof(self.dates[0])
         first.members(universe)  # refuses an unknown universe
         self.from_file = pool is not None
@@ -154,7 +157,7 @@ class Backtest:
         date = self.dates[index]
         task = Task(
             task_id=f"backtest-{date}", date=date, pool=self.day_pool(index), holdings=account.holdings,
-            cost_basis=account.cost, cash=account.cash + dividends, universe=self.universe,
+            cost_basis=account.cost, cash=account.cash + dividends, universe=self.universe, anonymized=self.anonymize,
         )  # fmt: skip
         episode = Episode.start(task, self.store, rules=self.rules, settings=self.settings)
         return TradingDay(episode, None if policy.reads_prompt else []), dividends
@@ -447,6 +450,7 @@ def new_manifest(
             symbols=backtest.pool,
         ),
         max_turns=backtest.settings.max_turns,
+        anonymized=backtest.anonymize,
         rules=backtest.rules,
         data=DataRef(path=str(Path(data).resolve()), fingerprint=data_fingerprint(backtest.store.path)),
         versions=versions(policy_dist),

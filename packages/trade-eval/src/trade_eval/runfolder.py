@@ -48,8 +48,8 @@ class DataRef(BaseModel):
 
 
 class Manifest(BaseModel):
-    """What a run is. Everything but ``command``, ``versions``, ``created_at`` and ``data.path`` must match
-    for ``--resume`` (:meth:`settings`)."""
+    """What a run is. Everything but ``command``, ``versions``, ``created_at``, ``model_cutoff`` and
+    ``data.path`` must match for ``--resume`` (:meth:`settings`)."""
 
     format: Literal[1] = FORMAT
     kind: Literal["backtest"] = "backtest"
@@ -65,6 +65,8 @@ class Manifest(BaseModel):
     initial_cash: float
     pool: PoolSpec
     max_turns: int
+    anonymized: bool = Field(False, description="the model saw aliases for symbols and dates (--anonymize)")
+    model_cutoff: str | None = Field(None, description="the model's pretraining cutoff YYYY-MM, as the user gave it")
     rules: ExecutionRules
     data: DataRef
     versions: dict[str, str]
@@ -72,7 +74,7 @@ class Manifest(BaseModel):
 
     def settings(self) -> dict[str, Any]:
         """The fields a resumed run must share with the run it continues."""
-        fields = self.model_dump(mode="json", exclude={"command", "versions", "created_at"})
+        fields = self.model_dump(mode="json", exclude={"command", "versions", "created_at", "model_cutoff"})
         fields["data"].pop("path")
         return fields
 

@@ -91,8 +91,8 @@ class TasksRef(BaseModel):
 
 
 class TasksManifest(BaseModel):
-    """What a tasks run is; everything but ``command``, ``base_urls``, ``versions``, ``created_at`` and the
-    paths must match for ``--resume``."""
+    """What a tasks run is; everything but ``command``, ``base_urls``, ``versions``, ``created_at``,
+    ``model_cutoff`` and the paths must match for ``--resume``."""
 
     format: Literal[1] = 1
     kind: Literal["tasks"] = "tasks"
@@ -106,12 +106,15 @@ class TasksManifest(BaseModel):
     samples: int
     schemes: dict[str, dict[str, Any]] = Field(description="each scheme's settings; the first fills Trajectory.reward")
     weights: list[float]
+    anonymized: bool = Field(False, description="the model saw aliases for symbols and dates")
+    model_cutoff: str | None = Field(None, description="the model's pretraining cutoff YYYY-MM, as the user gave it")
     data: DataRef
     versions: dict[str, str]
     created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
 
     def settings(self) -> dict[str, Any]:
-        fields = self.model_dump(mode="json", exclude={"command", "base_urls", "versions", "created_at"})
+        fields = self.model_dump(mode="json", exclude={"command", "base_urls", "versions", "created_at",
+                                                       "model_cutoff"})  # fmt: skip
         fields["data"].pop("path")
         fields["tasks"].pop("path")
         return fields
@@ -170,17 +173,31 @@ class Servers:
             self.busy[url] -= 1
 
 
+def anonymized(record: TaskRecord, store: MarketStore) -> TaskRecord:
+    """The record with its task anonymized and the prompt an anonymized episode renders for it."""
+    if record.task.anonymized:
+        return record
+    task = record.task.model_copy(update={"anonymized": True})
+    return record.model_copy(update={"task": task, "prompt": Episode.start(task, store).messages()})
+
+
 class TasksEval:
     """The tasks, the dataset and the schemes of one run; plays any policy over them."""
 
     def __init__(self, store: MarketStore, records: Sequence[TaskRecord], schemes: Sequence[RewardScheme],
-                 samples: int = 1) -> None:  # fmt: skip
+                 samples: int = 1, *, anonymize: bool = False) -> None:  # fmt: skip
+        """``anonymize``: play plain tasks anonymized, their prompts rendered again with aliases (a folder
+        built with ``--anonymize`` already is)."""
         if not schemes:
             raise TradeError("no reward scheme to score with", hint="pass --scheme bucketed")
         self.store = store
-        self.records = list(records)
+        self.records = [anonymized(record, store) for record in records] if anonymize else list(records)
         self.schemes = list(schemes)
         self.samples = samples
+
+    @property
+    def anonymized(self) -> bool:
+        return any(record.task.anonymized for record in self.records)
 
     def pending(self, done: Sequence[EpisodeRecord] = ()) -> list[tuple[TaskRecord, int]]:
         finished = {(r.task_id, r.sample) for r in done}
@@ -448,6 +465,7 @@ def new_manifest(evaluation: TasksEval, policy_name: str, settings: RunSettings,
         samples=evaluation.samples,
         schemes={s.name: s.settings.model_dump(mode="json") for s in evaluation.schemes},
         weights=list(DEFAULT_WEIGHTS),
+        anonymized=evaluation.anonymized,
         data=DataRef(path=str(Path(data).resolve()), fingerprint=data_fingerprint(evaluation.store.path)),
         versions=versions(policy_dist),
     )

@@ -11,7 +11,7 @@ import click
 
 from trade_core.errors import TradeError
 from trade_core.params import ISO_DATE, settings_from
-from trade_eval.cutoff import MODEL_CUTOFF
+from trade_eval.memorisation import ANONYMIZE, MODEL_CUTOFF
 from trade_tools.episode import MAX_TURNS
 
 
@@ -24,9 +24,10 @@ def _pool_file(path: Path) -> list[str]:
     return symbols
 
 
-def _default_out(policy: str, model: str, start: dt.date, num_days: int, seed: int) -> Path:
+def run_label(policy: str, model: str, anonymized: bool) -> str:
+    """Who played, for a default run folder's name: the model (or the policy), ``-anon`` when anonymized."""
     who = re.sub(r"[^A-Za-z0-9._-]+", "_", model.rsplit("/", 1)[-1]) if model else policy
-    return Path("runs") / f"{who}-{start}-{num_days}d-seed{seed}"
+    return f"{who}-anon" if anonymized else who
 
 
 @click.command("backtest", short_help="Backtest a policy over many trading days beside the baselines and CSI300.")
@@ -121,7 +122,8 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
                      start_date: dt.date, num_days: int, initial_cash: float, pool_size: int | None,
                      pool_file: Path | None, universe: str, seed: int, max_turns: int, seeds: int,
                      pairs: tuple[str, ...], out: Path | None, resume: bool, convention: str,
-                     trading_days: int | None, risk_free: float, model_cutoff: str | None) -> None:  # fmt: skip
+                     trading_days: int | None, risk_free: float, model_cutoff: str | None,
+                     anonymize: bool) -> None:  # fmt: skip
     """Play --num-days trading days from --start-date with one portfolio carried from close to close:
     each day a fresh conversation on the training Episode (same tools, prompts, rules and fills), the
     portfolio of the previous close as its holdings, dividends settled in cash.
@@ -141,8 +143,8 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
     """
     from trade_core.plugins import get_manager
     from trade_data.store import MarketStore
-    from trade_eval.backtest import SEEDS, Backtest, log, new_manifest, run_backtest, run_seeds
-    from trade_eval.cutoff import cutoff_warning
+    from trade_eval.backtest import SEEDS, Backtest, new_manifest, run_backtest, run_seeds
+    from trade_eval.memorisation import warn_before_cutoff
     from trade_eval.metrics import Conventions, spread_lines, table_lines
     from trade_eval.policy import POLICIES, RunSettings
 
@@ -163,19 +165,16 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
     backtest = Backtest(
         store, start_date, num_days, initial_cash=initial_cash, pool_size=pool_size or 20,
         pool=_pool_file(pool_file) if pool_file else None, universe=universe, seed=seed, max_turns=max_turns,
+        anonymize=anonymize,
     )  # fmt: skip
     origin = POLICIES.provided(get_manager())[policy_name].origin
     manifest = new_manifest(
         backtest, policy_name, settings, command=["trade", *sys.argv[1:]], data=data, pool_file=pool_file,
         pool_size=pool_size or 20, policy_dist=origin.dist,
     )  # fmt: skip
-    warning = cutoff_warning(model_cutoff, backtest.dates[0])
-    if model_cutoff:
-        manifest.options["model_cutoff"] = model_cutoff
-    if warning:
-        log.warning("backtest.before_model_cutoff", cutoff=model_cutoff, first_day=str(backtest.dates[0]))
-        click.echo(warning, err=True)
-    out = out or _default_out(policy_name, model, start_date, num_days, seed)
+    manifest.model_cutoff = model_cutoff
+    warn_before_cutoff(model_cutoff, backtest.dates[0])
+    out = out or Path("runs") / f"{run_label(policy_name, model, anonymize)}-{start_date}-{num_days}d-seed{seed}"
     conventions = Conventions(convention, trading_days, risk_free)  # type: ignore[arg-type]
     if seeds > 1:
         spread = run_seeds(backtest, policy, settings, out, manifest, seeds, resume=resume, conventions=conventions)
@@ -197,4 +196,4 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
         click.echo(f"failed {count} day(s): {reason}")
 
 
-backtest_command.params.append(MODEL_CUTOFF)
+backtest_command.params += [MODEL_CUTOFF, ANONYMIZE]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -10,15 +9,11 @@ import click
 
 from trade_core.errors import TradeError
 from trade_core.params import settings_from
-from trade_eval.commands.backtest import backtest_command
+from trade_eval.commands.backtest import backtest_command, run_label
 
-SHARED = ("api_key", "temperature", "top_p", "max_tokens", "request_timeout", "retries", "seed", "pairs")
-"""The server and sampling options, the same as `trade eval backtest`'s."""
-
-
-def _default_out(policy: str, model: str, split: str, samples: int, seed: int) -> Path:
-    who = re.sub(r"[^A-Za-z0-9._-]+", "_", model.rsplit("/", 1)[-1]) if model else policy
-    return Path("runs") / f"tasks-{who}-{split}-x{samples}-seed{seed}"
+SHARED = ("api_key", "temperature", "top_p", "max_tokens", "request_timeout", "retries", "seed", "pairs",
+          "model_cutoff", "anonymize")  # fmt: skip
+"""The server, sampling and memorisation-guard options, the same as `trade eval backtest`'s."""
 
 
 @click.command("tasks", short_help="Evaluate every task of a split as an independent episode, scored as in training.")
@@ -43,7 +38,7 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
                   samples: int, concurrency: int, schemes: tuple[str, ...], data: Path | None, limit: int | None,
                   out: Path | None, resume: bool, api_key: str, temperature: float, top_p: float | None,
                   max_tokens: int | None, request_timeout: float, retries: int, seed: int,
-                  pairs: tuple[str, ...]) -> None:  # fmt: skip
+                  pairs: tuple[str, ...], model_cutoff: str | None, anonymize: bool) -> None:  # fmt: skip
     """Play every task of --tasks (each --samples times) as a fresh episode on the training Episode, with the
     task's own prompt, and score it with the task's ground truth through the reward schemes training uses.
 
@@ -60,6 +55,7 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
     """
     from trade_core.plugins import get_manager
     from trade_data.store import MarketStore
+    from trade_eval.memorisation import warn_before_cutoff
     from trade_eval.policy import POLICIES, RunSettings
     from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks, summary_lines
     from trade_reward.schemes import get_scheme
@@ -79,14 +75,17 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
         model=model, api_key=api_key, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
         request_timeout=request_timeout, retries=retries, seed=seed, options=settings_from(pairs, example="backoff=2"),
     )  # fmt: skip
-    evaluation = TasksEval(MarketStore.load(data), records[:limit], chosen, samples)
+    evaluation = TasksEval(MarketStore.load(data), records[:limit], chosen, samples, anonymize=anonymize)
     servers = list(base_urls) if policy.needs_server else []
     origin = POLICIES.provided(get_manager())[policy_name].origin
     manifest = new_manifest(
         evaluation, policy_name, settings, command=["trade", *sys.argv[1:]], tasks=tasks_path, split=split_name,
         servers=servers, data=data, policy_dist=origin.dist,
     )  # fmt: skip
-    out = out or _default_out(policy_name, model, split_name, samples, seed)
+    manifest.model_cutoff = model_cutoff
+    warn_before_cutoff(model_cutoff, min(record.task.date for record in evaluation.records))
+    who = run_label(policy_name, model, evaluation.anonymized)
+    out = out or Path("runs") / f"tasks-{who}-{split_name}-x{samples}-seed{seed}"
     summary = run_tasks(evaluation, policy, settings, out, manifest, servers=servers, concurrency=concurrency,
                         resume=resume)  # fmt: skip
     click.echo(f"\n{out}: {len(evaluation.records)} tasks of {split_name} x {samples} sample(s), policy {policy_name}")

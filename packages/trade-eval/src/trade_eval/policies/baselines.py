@@ -28,8 +28,9 @@ RANDOM_DRAW = 1
 """The draw index of the random baseline's generator (draw 0 of the first day picks the run's pool)."""
 
 
-def _order(side: str, symbol: str, amount: int, reasoning: str) -> tuple[str, str]:
-    arguments = {"type": side, "symbol": symbol, "amount": amount, "reasoning": reasoning}
+def _order(episode: Episode, side: str, symbol: str, amount: int, reasoning: str) -> tuple[str, str]:
+    """A TakeAction call naming the stock as the model would (its alias in an anonymized episode)."""
+    arguments = {"type": side, "symbol": episode.hide(symbol), "amount": amount, "reasoning": reasoning}
     return "TakeAction", json.dumps(arguments, ensure_ascii=False)
 
 
@@ -81,7 +82,7 @@ def rebalance(episode: Episode, weights: Mapping[str, float], reasoning: str) ->
         fill = _fill(episode, side, symbol, amount, cash, positions)
         if fill is not None:
             cash = apply_fill(fill, cash, positions)
-            calls.append(_order(side, symbol, fill.shares, reasoning))
+            calls.append(_order(episode, side, symbol, fill.shares, reasoning))
     return calls
 
 

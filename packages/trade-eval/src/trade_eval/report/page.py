@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -147,11 +148,15 @@ def _arguments(text: str) -> tuple[str, bool]:
     return (line if len(line) <= ONE_LINE else json.dumps(value, ensure_ascii=False, indent=1)), True
 
 
-def message_view(message: Message) -> dict[str, Any]:
+def message_view(message: Message, reveal: Callable[[str], str] = str) -> dict[str, Any]:
+    """A message for the page; ``reveal`` puts real symbols and dates back into what an anonymized model read."""
     view = message.model_dump(include={"role", "content", "reasoning_content", "name", "tool_call_id"})
+    for key in ("content", "reasoning_content"):
+        if view.get(key):
+            view[key] = reveal(view[key])
     view["calls"] = []
     for call in message.tool_calls or ():
-        arguments, valid = _arguments(call.function.arguments)
+        arguments, valid = _arguments(reveal(call.function.arguments))
         view["calls"].append({"id": call.id, "name": call.function.name, "arguments": arguments, "valid": valid})
     return view
 
@@ -170,16 +175,20 @@ def day_view(run: Run, day: DayRecord, previous_nav: float | None) -> dict[str, 
         "summary": "",
         "messages": [],
         "recorded": trajectory is not None,
+        "anonymized": False,
     }
     if trajectory is not None:
+        reveal = trajectory.episode.reveal
         for action in trajectory.episode.actions:
             if action.type == "stop":
-                view["summary"] = action.reasoning
+                view["summary"] = reveal(action.reasoning)
             elif action.fill is not None:
-                view["fills"].append({**action.fill.model_dump(), "reasoning": action.reasoning})
+                view["fills"].append({**action.fill.model_dump(), "reasoning": reveal(action.reasoning)})
             else:
-                view["refused"].append(action.model_dump(include={"type", "symbol", "amount", "reason", "reasoning"}))
-        view["messages"] = [message_view(m) for m in trajectory.messages]
+                refused = action.model_dump(include={"type", "symbol", "amount", "reason", "reasoning"})
+                view["refused"].append({key: reveal(v) if isinstance(v, str) else v for key, v in refused.items()})
+        view["messages"] = [message_view(m, reveal) for m in trajectory.messages]
+        view["anonymized"] = trajectory.episode.aliases is not None
     return view
 
 

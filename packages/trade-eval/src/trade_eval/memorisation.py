@@ -1,4 +1,5 @@
-"""The memorisation guard's warning: a model may have read the prices of days before its pretraining cutoff."""
+"""The memorisation guard's options: a model may have read the prices of days before its pretraining cutoff
+(``--model-cutoff`` warns), and ``--anonymize`` hides the symbols and dates it could recognise."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import datetime as dt
 import re
 
 import click
+import structlog
 
+log = structlog.get_logger("trade.eval")
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
 
 
@@ -28,6 +31,13 @@ def cutoff_warning(cutoff: str | None, first_day: dt.date) -> str | None:
     )
 
 
+def warn_before_cutoff(cutoff: str | None, first_day: dt.date) -> None:
+    """Print the warning (stderr) and log it, when there is one."""
+    if warning := cutoff_warning(cutoff, first_day):
+        log.warning("eval.before_model_cutoff", cutoff=cutoff, first_day=str(first_day))
+        click.echo(warning, err=True)
+
+
 def _month(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is not None and not (_MONTH.fullmatch(value) and 1 <= int(value[5:]) <= 12):
         raise click.BadParameter(f"{value!r} is not a month YYYY-MM (e.g. 2024-12)")
@@ -41,3 +51,12 @@ MODEL_CUTOFF = click.Option(
     help="The model's pretraining cutoff: warns when the evaluated days start before the end of that month.",
 )
 """The option, shared by `trade eval backtest` and `trade eval tasks` (add it to a command's ``params``)."""
+
+
+ANONYMIZE = click.Option(
+    ["--anonymize"],
+    is_flag=True,
+    help="The model sees per-episode aliases for stocks and trading days relative to T0 (compare with a plain "
+    "run: a model that trades on memory does worse anonymized).",
+)
+"""The option, shared by `trade eval backtest` and `trade eval tasks`."""
