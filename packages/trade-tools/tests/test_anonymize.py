@@ -24,6 +24,7 @@ from trade_tools.day import TradingDay
 from trade_tools.episode import Episode, Task
 from trade_tools.indicators import INDICATORS
 from trade_tools.tasks import day_task
+from trade_tools.tool import TOOLS
 from trade_tools.trajectory import read_trajectories, write_trajectories
 
 DATES = ["2018-03-01", "2023-08-28", "2025-06-19"]
@@ -142,6 +143,11 @@ def test_the_same_task_gets_the_same_aliases_and_another_task_others(real_store:
     assert other.aliases.symbols != first.aliases.symbols  # type: ignore[union-attr]
     plain = Episode.start(task.model_copy(update={"anonymized": False}), real_store)
     assert other.tool_schemas() == first.tool_schemas() == hide_schemas(plain.tool_schemas())  # one verl tool config
+
+
+def test_hidden_schemas_name_each_index_once() -> None:
+    [macro] = hide_schemas([TOOLS.all()["get_macro_indicators"].schema()])
+    assert "index 可选 上证指数、沪深300指数、中证500指数，" in macro["function"]["description"]
 
 
 def test_reveal_gives_back_the_real_symbols_and_dates(real_store: MarketStore, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import copy
 import json
 import pickle
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -44,7 +45,8 @@ from trade_core.testing import run_trade
 from trade_data.store import MarketStore
 from trade_reward.taskfolder import read_records
 from trade_reward.tasks import build_tasks
-from trade_tools.episode import DEFAULT_TOOLS, TOOL_TEXT_LIMIT, Episode
+from trade_tools.anonymize import EXAMPLE_ALIAS
+from trade_tools.episode import DEFAULT_TOOLS, TOOL_TEXT_LIMIT, Episode, Task
 from trade_tools.trajectory import Message, read_trajectories
 from trade_train.tiny.model import build_tiny_model
 from trade_train.verl_grpo import schema as reward_module
@@ -78,15 +80,19 @@ class ReplayServer:
     last reply of a script repeats (a model that never stops). It records the tokens sent, per day.
     """
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, scripts: dict[str, list[str]]) -> None:
+    def __init__(
+        self, tokenizer: PreTrainedTokenizerBase, scripts: dict[str, list[str]], marker: str = "交易日T0：{}"
+    ) -> None:
         self.tokenizer = tokenizer
         self.scripts = scripts
+        self.marker = marker
+        """How a script's key shows in its day's prompt (an anonymized prompt shows no date, but its pool)."""
         self.sent: dict[str, list[int]] = defaultdict(list)
         self.replies: dict[str, int] = defaultdict(int)
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], **_: Any) -> TokenOutput:
         prompt = self.tokenizer.decode(prompt_ids)
-        day = next(day for day in self.scripts if f"交易日T0：{day}" in prompt)
+        day = next(day for day in self.scripts if self.marker.format(day) in prompt)
         script = self.scripts[day]
         ids = self.tokenizer.encode(script[min(self.replies[day], len(script) - 1)], add_special_tokens=False)
         self.replies[day] += 1
@@ -148,11 +154,9 @@ def rows(tasks: Path) -> dict[str, dict[str, Any]]:
     return {json.loads(row["extra_info"]["task"])["date"]: row for row in table}
 
 
-@pytest.fixture(scope="module")
-def config(real_dataset: Path, tasks: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> DictConfig:
-    """verl's ppo_trainer config composed with the overrides the verl-grpo trainer passes."""
-    run = tmp_path_factory.mktemp("run")
-    (run / "tools.yaml").write_text(tools_yaml(real_dataset), encoding="utf-8")
+def verl_config(run: Path, tasks: Path, tools: str, model_dir: Path) -> DictConfig:
+    """verl's ppo_trainer config composed with the overrides the verl-grpo trainer passes, ``tools`` its tool config."""
+    (run / "tools.yaml").write_text(tools, encoding="utf-8")
     (run / "agent_loops.yaml").write_text(agent_loops_yaml(), encoding="utf-8")
     overrides = [
         "algorithm.adv_estimator=grpo",
@@ -175,6 +179,11 @@ def config(real_dataset: Path, tasks: Path, model_dir: Path, tmp_path_factory: p
     ]
     with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
         return compose(config_name="ppo_trainer", overrides=overrides)
+
+
+@pytest.fixture(scope="module")
+def config(real_dataset: Path, tasks: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> DictConfig:
+    return verl_config(tmp_path_factory.mktemp("run"), tasks, tools_yaml(real_dataset), model_dir)
 
 
 def rollout(config: DictConfig, server: Any, days: list[str]) -> DataProto:
@@ -375,6 +384,47 @@ def test_a_real_model_rollout_keeps_the_invariants(config: DictConfig, model_dir
     assert episode.status != "open" and episode.turns == len(server.sent) >= 1
     assert trajectory["model"] == [token for reply in server.sent for token in reply]
     assert trajectory["rm_score"] == pytest.approx(trajectory["reward"]["score"])
+
+
+# -- an anonymized task ------------------------------------------------------------------------------
+
+REAL = re.compile(r"(?:SH|SZ|BJ)\d{6}|(?:19|20)\d{2}[-/.年]", re.IGNORECASE)
+"""A real code, or a calendar date or year."""
+
+
+def test_an_anonymized_day_trades_the_real_stock_by_its_alias_and_shows_no_real_code(
+    real_dataset: Path, real_store: MarketStore, model_dir: Path, tmp_path: Path
+) -> None:
+    """What verl sends the model (the prompt with the tool schemas its chat template renders, the tool texts)
+    holds no real code or date, and the model's alias trades the real stock the reward is computed on."""
+    day = "2024-06-03"
+    tasks = tmp_path / "tasks"
+    build_tasks(real_dataset, tasks, split=f"train={day}:2024-06-06", pool_size="10-12", per_day=1, anonymize=True)
+    (tasks / "train.parquet").write_bytes(parquet(read_records(tasks, "train")))
+    config = verl_config(tmp_path, tasks, tools_yaml(real_dataset, anonymized=True), model_dir)
+    (row,) = pq.read_table(tasks / "train.parquet").to_pylist()
+    stock = buyable(real_store, row)
+    aliases = Episode.start(Task.model_validate_json(row["extra_info"]["task"]), real_store).aliases
+    assert aliases is not None
+    alias = aliases.symbols[stock]
+    script = [
+        call("get_macro_indicators", {"index": "沪深300指数"}),
+        call("get_price_data", {"symbol": alias}),
+        call("TakeAction", {"type": "buy", "symbol": alias, "amount": 100, "reasoning": "走势偏强"}),
+        call("TakeAction", {"type": "stop", "reasoning": "买入一手，结束"}),
+    ]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    out = rollout(config, ReplayServer(tokenizer, {alias: script}, marker="{}"), [day])
+    found = trajectories(out)[day]
+    episode: Episode = found["episode"]
+    assert [(a.type, a.symbol, a.accepted) for a in episode.actions] == [("buy", stock, True), ("stop", None, True)]
+    assert episode.final_holdings() == {stock: 100} and found["reward"]["failure"] == ""
+    prompt = tokenizer.decode(out.batch["prompts"][0], skip_special_tokens=True)
+    assert '"name": "get_price_data"' in prompt and EXAMPLE_ALIAS in prompt  # the schemas verl rendered
+    tools = tokenizer.decode(found["tools"])
+    assert "成交：买入" in tools and alias in tools
+    assert REAL.findall(prompt) == REAL.findall(tools) == []
+    assert stock in episode.reveal(tools)  # the stored Episode keeps the mapping: records show the real names
 
 
 # -- the generated config files ----------------------------------------------------------------------

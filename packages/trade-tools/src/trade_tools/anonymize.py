@@ -63,6 +63,9 @@ def hide_schemas(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
     write these when its tasks are anonymized.
     """
     text = json.dumps(schemas, ensure_ascii=False).replace(EXAMPLE_SYMBOL, EXAMPLE_ALIAS)
+    for code, name in INDEX_NAMES.items():  # "SH000300 沪深300" reads "沪深300指数", not "沪深300指数 沪深300"
+        if alias := index_alias(code):
+            text = text.replace(f"{code} {name}", alias)
     return json.loads(re.sub(_SYMBOL, lambda found: index_alias(found[0].upper()) or OTHER_SYMBOL, text, flags=re.I))
 
 

@@ -77,14 +77,24 @@ ENTRY = "trade_train.verl_grpo.main"
 """The module ``trade train`` runs: verl's ``main_ppo`` with the trading metrics."""
 
 
-def _tasks(spec: TrainSpec) -> tuple[dict[str, bytes], Path]:
-    """verl's parquet file of each split in ``SPLITS``, and the dataset the tools read (absolute)."""
+def _tasks(spec: TrainSpec) -> tuple[dict[str, bytes], str]:
+    """verl's parquet file of each split in ``SPLITS``, and its tool config (the dataset the tools read, the
+    schemas anonymized with the tasks). verl's tool config is one file for every row, so every task must agree
+    with the manifest on ``anonymized``."""
     from trade_reward.taskfolder import read_manifest, read_records
     from trade_train.preflight import SPLITS, dataset_path
+    from trade_train.verl_grpo.files import tools_yaml
     from trade_train.verl_grpo.schema import parquet
 
-    rows = {f"{split}.parquet": parquet(read_records(spec.tasks, split)) for split in SPLITS}
-    return rows, dataset_path(spec, read_manifest(spec.tasks))
+    manifest = read_manifest(spec.tasks)
+    records = {split: read_records(spec.tasks, split) for split in SPLITS}
+    if any(r.task.anonymized != manifest.anonymized for split in records.values() for r in split):
+        raise TradeError(
+            f"tasks folder {spec.tasks}: some tasks disagree with its manifest on anonymized",
+            hint="rebuild it with `trade data tasks` (with or without --anonymize)",
+        )
+    rows = {f"{split}.parquet": parquet(split_records) for split, split_records in records.items()}
+    return rows, tools_yaml(dataset_path(spec, manifest), anonymized=manifest.anonymized)
 
 
 def hydra_overrides(command: list[str]) -> list[str]:
@@ -111,11 +121,11 @@ class VerlGRPO(Trainer):
 
     def plan(self, spec: TrainSpec) -> RunPlan:
         from trade_train.verl_grpo import schema
-        from trade_train.verl_grpo.files import agent_loops_yaml, tools_yaml
+        from trade_train.verl_grpo.files import agent_loops_yaml
 
         if problems := self.preflight(spec, launch=False):
             raise problems[0]
-        rows, data = _tasks(spec)
+        rows, tools = _tasks(spec)
         model = model_path(spec.model)
         run_dir = spec.run_dir.resolve()
         env, preset = PRESETS[spec.device]
@@ -168,7 +178,7 @@ class VerlGRPO(Trainer):
             env=dict(env),
             files={
                 **rows,
-                "tools.yaml": tools_yaml(data),
+                "tools.yaml": tools,
                 "agent_loops.yaml": agent_loops_yaml(),
                 "spec.json": spec.model_dump_json(indent=2) + "\n",
             },
