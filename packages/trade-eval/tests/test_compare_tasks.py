@@ -1,4 +1,4 @@
-"""``trade eval compare`` on two real `trade eval tasks` runs: paired by (task, sample), bootstrap over tasks."""
+"""``trade eval compare`` on two real `trade eval tasks` runs: paired by (task, sample), bootstrap over T0 days."""
 
 from __future__ import annotations
 
@@ -39,13 +39,17 @@ def _compare(*args: Path | str) -> dict:
 def test_pairs_the_episodes_both_runs_played(runs: Path) -> None:
     out = _compare(runs / "momentum", runs / "random")
     assert out["kind"] == "tasks" and out["common_tasks"] == 4 and out["common_episodes"] == 8
+    assert out["common_days"] == 2
     assert list(out["metrics"]) == ["bucketed", "continuous"]
     episodes = [json.loads(line) for line in (runs / "random" / EPISODES).read_text().splitlines()]
     mean = sum(e["rewards"]["continuous"]["score"] for e in episodes) / len(episodes)
     assert out["metrics"]["continuous"]["b"] == pytest.approx(mean)
-    assert "percentile intervals, bootstrap over tasks (a task with all its samples)" in out["method"]
+    assert out["method"].endswith(
+        "95% percentile intervals, stationary bootstrap over T0 days (blocks of consecutive days, mean block 1 days; "
+        "each day with all its tasks and samples), 2000 resamples, seed 0"
+    )
     text = run_trade("eval", "compare", str(runs / "momentum"), str(runs / "random")).out.splitlines()
-    assert text[0] == "A = momentum (momentum), B = random (random): 4 common tasks, 8 episodes"
+    assert text[0] == "A = momentum (momentum), B = random (random): 4 common tasks on 2 days, 8 episodes"
     assert len(text) == 4 and text[-1].startswith("method: A minus B of the mean reward")
 
 
@@ -62,7 +66,7 @@ def test_identical_runs_differ_by_nothing_and_a_clear_edge_beats(runs: Path, tmp
     out = _compare(runs / "random", better)
     assert out["verdicts"][0] == (
         "better (random) beats random (random) on mean reward (bucketed) (+0.5000, 95% CI [+0.5000, +0.5000], "
-        "4 common tasks, 8 episodes)"
+        "4 common tasks on 2 days, 8 episodes)"
     )
     assert out["verdicts"][1].startswith("no difference distinguishable from noise on mean reward (continuous)")
 

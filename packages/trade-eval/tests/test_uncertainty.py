@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import random
+
 import numpy as np
 import pytest
 
 from trade_eval.metrics import Conventions, attribution, table_lines
-from trade_eval.uncertainty import Bootstrap, intervals, paired_cluster_mean, paired_difference
+from trade_eval.uncertainty import Bootstrap, Clusters, intervals, paired_difference
 
 CONV = Conventions()
 
@@ -89,22 +92,47 @@ def test_the_table_prints_each_interval_beside_its_value_and_the_method_below() 
     lines = table_lines(summary)
     assert "+0.10% [-0.02%, +0.21%]" in next(line for line in lines if line.startswith("mean daily return"))
     assert lines[-1] == (
-        "[lo, hi]: 95% percentile intervals, stationary bootstrap over days (mean block 4 days), 2000 resamples, seed 0"
+        "[lo, hi]: 95% percentile intervals, stationary bootstrap over days (blocks of consecutive days, mean block 4 "
+        "days), 2000 resamples, seed 0"
     )
 
 
-def test_cluster_bootstrap_resamples_a_task_with_all_its_samples() -> None:
+def _days(n: int) -> list[str]:
+    """``n`` consecutive ISO dates across a month's end."""
+    return [(dt.date(2025, 6, 20) + dt.timedelta(k)).isoformat() for k in range(n)]
+
+
+def test_clusters_draw_a_day_with_all_its_observations_and_pair_a_difference() -> None:
     rng = np.random.default_rng(5)
-    per_task = rng.normal(0, 1, 30)
-    a, b = np.repeat(per_task, 4), np.zeros(120)  # four samples of a task that all score the same
-    tasks = [f"t{k:02d}" for k in range(30) for _ in range(4)]
+    per_day = rng.normal(0, 1, 30)
+    a, b = np.repeat(per_day, 4), np.zeros(120)  # four tasks of a day that all score the same
+    days = [day for day in _days(30) for _ in range(4)]
     boot = Bootstrap(method="iid", resamples=2000)
-    clustered = paired_cluster_mean(a, b, tasks, boot)
-    assert clustered["difference"] == pytest.approx(per_task.mean()) and clustered["b"] == 0
+    clustered = Clusters(days, boot).difference(a, b)
+    assert clustered["difference"] == pytest.approx(per_day.mean()) and clustered["b"] == 0
     naive = paired_difference(a, b, CONV, boot, keys=("mean",))["mean"]["ci"]
     width = np.diff(clustered["ci"])[0] / np.diff(naive)[0]
-    assert width == pytest.approx(2, rel=0.15)  # sqrt(4 samples): they are not 4 independent draws
-    single = paired_cluster_mean(per_task, np.zeros(30), tasks[::4], boot)["ci"]
-    assert single == pytest.approx(paired_difference(per_task, np.zeros(30), CONV, boot, keys=("mean",))["mean"]["ci"])
-    same = paired_cluster_mean(a, a, tasks, boot)
+    assert width == pytest.approx(2, rel=0.15)  # sqrt(4 tasks): they are not 4 independent draws
+    single = Clusters(_days(30), boot).difference(per_day, np.zeros(30))["ci"]
+    assert single == pytest.approx(paired_difference(per_day, np.zeros(30), CONV, boot, keys=("mean",))["mean"]["ci"])
+    same = Clusters(days, Bootstrap()).difference(a, a)
     assert same["difference"] == 0 and same["ci"] == [0, 0]
+    assert Clusters(days[:4], Bootstrap()).mean(a[:4]) is None  # one day: nothing to resample
+    errors, calls = rng.integers(0, 3, 120), np.full(120, 4)
+    low, high = Clusters(days, Bootstrap()).ratio(errors, calls)
+    assert low < errors.sum() / calls.sum() < high
+
+
+def test_consecutive_days_are_drawn_in_blocks_in_date_order() -> None:
+    """Rewards that flip sign from one day to the next cancel within a block of consecutive days: the interval
+    is narrower than drawing days one by one, however the observations arrive."""
+    observations = [(day, 1.0 if k % 2 else -1.0) for k, day in enumerate(_days(60)) for _ in range(2)]
+    random.Random(0).shuffle(observations)
+    days, values = [day for day, _ in observations], [value for _, value in observations]
+    blocks = Clusters(days, Bootstrap()).mean(values)
+    one_by_one = Clusters(days, Bootstrap(method="iid")).mean(values)
+    assert np.diff(blocks)[0] < 0.5 * np.diff(one_by_one)[0]
+    assert Clusters(days, Bootstrap()).describe() == (
+        "95% percentile intervals, stationary bootstrap over T0 days (blocks of consecutive days, mean block 4 days; "
+        "each day with all its tasks and samples), 2000 resamples, seed 0"
+    )

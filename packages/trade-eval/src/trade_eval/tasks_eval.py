@@ -9,6 +9,11 @@ retries fails that episode with its reason; the run goes on.
 The run folder holds ``manifest.json``, ``trajectories.jsonl`` (trade-tools Trajectories with ground truth and
 reward), ``episodes.jsonl`` (one :class:`EpisodeRecord` per finished episode, appended after its trajectory, in
 the order episodes finish) and ``summary.json``. ``--resume`` skips the (task, sample) pairs already recorded.
+
+Episodes are independent to play but not as observations: the tasks of one T0 day share the market of its next
+three days, and consecutive T0 days overlap in those reward windows. So every mean in summary.json carries an
+interval that resamples T0 days in blocks of consecutive days, each with all its tasks and samples
+(:class:`trade_eval.uncertainty.Clusters`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import structlog
 from pydantic import BaseModel, Field, ValidationError
 
@@ -46,7 +50,7 @@ from trade_eval.runfolder import (
     trajectory_id_of,
     write_json,
 )
-from trade_eval.uncertainty import Bootstrap
+from trade_eval.uncertainty import Bootstrap, Clusters
 from trade_reward.outcome import DEFAULT_WEIGHTS, MALFORMED, Outcome, outcome
 from trade_reward.schemes import RewardScheme
 from trade_reward.taskfolder import TaskRecord, read_manifest, read_records
@@ -310,43 +314,16 @@ def _mean(values: Sequence[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-INTERVALS = Bootstrap(method="iid")
-"""Tasks are independent observations (a day and a pool each); intervals resample them."""
-
-
-class TaskClusters:
-    """Per-episode values summed by task, for intervals that resample tasks: the samples of one task share its
-    market day and prompt, so they are not independent observations and are drawn together."""
-
-    def __init__(self, records: Sequence[EpisodeRecord], bootstrap: Bootstrap) -> None:
-        self.tasks = sorted({r.task_id for r in records})
-        self.where = {task: i for i, task in enumerate(self.tasks)}
-        self.bootstrap = bootstrap
-        self.picks = bootstrap.indices(len(self.tasks)) if len(self.tasks) > 1 else None
-
-    def sums(self, records: Sequence[EpisodeRecord], values: Sequence[float]) -> np.ndarray:
-        out = np.zeros(len(self.tasks))
-        np.add.at(out, [self.where[r.task_id] for r in records], values)
-        return out
-
-    def ratio(self, records: Sequence[EpisodeRecord], numerator: Sequence[float],
-              denominator: Sequence[float]) -> list[float] | None:  # fmt: skip
-        """The interval of sum(numerator) / sum(denominator) over resampled tasks (None under two tasks)."""
-        if self.picks is None or not records:
-            return None
-        top, bottom = self.sums(records, numerator)[self.picks], self.sums(records, denominator)[self.picks]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return self.bootstrap.interval(top.sum(axis=1) / bottom.sum(axis=1))
-
-    def mean(self, records: Sequence[EpisodeRecord], values: Sequence[float]) -> list[float] | None:
-        return self.ratio(records, values, [1.0] * len(records))
+INTERVALS = Bootstrap()
+"""Stationary bootstrap over T0 days (:class:`Clusters`): tasks of a day, and of neighbouring days, share markets."""
 
 
 def summarize(records: Sequence[EpisodeRecord], schemes: Sequence[str],
               bootstrap: Bootstrap = INTERVALS) -> dict[str, Any]:  # fmt: skip
     """summary.json: rewards over the episodes the policy played (a failed one has no reward), the rest over
     every episode. Failure reasons: the first scheme's failure of a played episode, or the server's. The
-    rates and mean rewards carry ``<key>_ci``, an interval resampling tasks (:class:`TaskClusters`)."""
+    rates and mean rewards carry ``<key>_ci``, an interval resampling T0 days in blocks of consecutive days, each
+    with all its tasks and samples (:class:`Clusters`)."""
     played = [r for r in records if r.status == "done"]
     calls = sum(r.tool_calls for r in records)
     reasons = Counter(
@@ -355,19 +332,19 @@ def summarize(records: Sequence[EpisodeRecord], schemes: Sequence[str],
     reasons.pop(None, None)
     rewards = {name: [r.rewards[name].score for r in played] for name in schemes}
     stopped = [float(r.episode_status == "stopped") for r in played]
-    clusters = TaskClusters(played, bootstrap)
-    every = TaskClusters(records, bootstrap)
+    clusters = Clusters([r.date for r in played], bootstrap)
+    every = Clusters([r.date for r in records], bootstrap)
     return {
         "episodes": len(records),
         "played": len(played),
         "failed": len(records) - len(played),
         "mean_reward": {name: _mean(values) for name, values in rewards.items()},
-        "mean_reward_ci": {name: clusters.mean(played, values) for name, values in rewards.items()},
+        "mean_reward_ci": {name: clusters.mean(values) for name, values in rewards.items()},
         "stop_rate": _mean(stopped),
-        "stop_rate_ci": clusters.mean(played, stopped),
+        "stop_rate_ci": clusters.mean(stopped),
         "tool_error_rate": sum(r.tool_errors for r in records) / calls if calls else None,
-        "tool_error_rate_ci": every.ratio(records, [r.tool_errors for r in records], [r.tool_calls for r in records]),
-        "interval_method": f"{bootstrap.describe()}; the observations are tasks, each drawn with all its samples",
+        "tool_error_rate_ci": every.ratio([r.tool_errors for r in records], [r.tool_calls for r in records]),
+        "interval_method": every.describe(),
         "failure_reasons": dict(reasons.most_common()),
         "turns_per_episode": _mean([r.turns for r in records]),
         "prompt_tokens_per_episode": _mean([r.prompt_tokens for r in records]),

@@ -3,16 +3,19 @@
 A backtest's daily returns are autocorrelated (one portfolio carried from day to day, markets that trend), so
 its days are resampled with the stationary bootstrap (Politis & Romano 1994): blocks of consecutive days with
 geometric lengths of mean ``block`` days (default ``n ** (1/3)`` rounded, at least 1), wrapping around the end.
-Independent observations (single-day tasks) are resampled one by one (``iid``). Intervals are percentile
-intervals of the statistic over ``resamples`` resamples. Every series that is compared (a policy and its
-benchmark, two runs) is resampled on the same indices, so the interval of a difference is paired.
+Single-day tasks are not independent either: the tasks of one T0 day share the market of its next three days,
+and consecutive T0 days overlap in those reward windows. So :class:`Clusters` groups them by T0 day and draws
+whole days, with all their tasks and samples, by the same stationary bootstrap over the ordered days.
+Intervals are percentile intervals of the statistic over ``resamples`` resamples. Every series that is
+compared (a policy and its benchmark, two runs) is resampled on the same indices, so the interval of a
+difference is paired.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -59,15 +62,15 @@ class Bootstrap:
         lo, hi = np.percentile(stats, [tail, 100 - tail])
         return [float(lo), float(hi)]
 
-    def describe(self, n: int | None = None, over: str = "independent observations") -> str:
-        """The method in words; ``over``: what an ``iid`` bootstrap resamples."""
-        how = (
-            f"stationary bootstrap over days (mean block {self.block_for(n):g} days)"
-            if self.method == "stationary" and n
-            else "stationary bootstrap over days (mean block n^(1/3) days)"
-            if self.method == "stationary"
-            else f"bootstrap over {over}"
-        )
+    def describe(self, n: int | None = None, over: str = "days", each: str = "") -> str:
+        """The method in words, for ``n`` observations: what is resampled (``over``) and what each drawn
+        observation brings with it (``each``)."""
+        if self.method == "iid":
+            how, drawn = "bootstrap", "one by one"
+        else:
+            mean = f"{self.block_for(n):g}" if n else "n^(1/3)"
+            how, drawn = "stationary bootstrap", f"blocks of consecutive days, mean block {mean} days"
+        how = f"{how} over {over} ({'; '.join(filter(None, [drawn, each]))})"
         return f"{self.level:.0%} percentile intervals, {how}, {self.resamples} resamples, seed {self.seed}"
 
 
@@ -121,9 +124,8 @@ def paired_difference(
     bootstrap: Bootstrap,
     keys: tuple[str, ...] = tuple(STATISTICS),
 ) -> dict[str, dict[str, Any]]:
-    """A minus B on aligned observations (daily returns by date, or rewards by task and sample: ``keys=("mean",)``
-    with an ``iid`` bootstrap): for each statistic the two values, their difference and its interval, both
-    resampled on the same indices."""
+    """A minus B on aligned daily returns (by date): for each statistic the two values, their difference and its
+    interval, both resampled on the same indices."""
     a, b = np.asarray(a, dtype=float)[None, :], np.asarray(b, dtype=float)[None, :]
     picks = bootstrap.indices(a.shape[1])
     out = {}
@@ -140,20 +142,37 @@ def paired_difference(
     return out
 
 
-def paired_cluster_mean(
-    a: np.ndarray, b: np.ndarray, clusters: list[str], bootstrap: Bootstrap
-) -> dict[str, float | list[float] | None]:
-    """Means of A and B over paired observations and A minus B, with the interval of the difference from
-    resampling whole clusters independently (a task with all its samples, whose rewards are correlated): a
-    resample's statistic is the mean difference over every observation of the clusters it drew."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    _, which = np.unique(clusters, return_inverse=True)
-    sizes, sums = np.bincount(which), np.bincount(which, weights=a - b)
-    picks = replace(bootstrap, method="iid").indices(sizes.size)
-    resampled = sums[picks].sum(axis=1) / sizes[picks].sum(axis=1)
-    return {
-        "a": float(a.mean()),
-        "b": float(b.mean()),
-        "difference": float((a - b).mean()),
-        "ci": bootstrap.interval(resampled),
-    }
+class Clusters:
+    """Observations grouped by their T0 day, for intervals that resample days: the days in order (ISO dates
+    sort chronologically), drawn with ``bootstrap``, each bringing every observation it holds. A resample's
+    statistic is taken over all the observations of the days it drew."""
+
+    def __init__(self, days: Sequence[Hashable], bootstrap: Bootstrap) -> None:
+        self.days = sorted(set(days))
+        where = {day: i for i, day in enumerate(self.days)}
+        self.which = np.array([where[day] for day in days], dtype=int)
+        self.bootstrap = bootstrap
+        self.picks = bootstrap.indices(len(self.days)) if len(self.days) > 1 else None
+
+    def describe(self) -> str:
+        return self.bootstrap.describe(len(self.days), "T0 days", "each day with all its tasks and samples")
+
+    def _sums(self, values: Sequence[float] | np.ndarray) -> np.ndarray:
+        return np.bincount(self.which, weights=np.asarray(values, dtype=float), minlength=len(self.days))
+
+    def ratio(self, numerator: Sequence[float] | np.ndarray,
+              denominator: Sequence[float] | np.ndarray) -> list[float] | None:  # fmt: skip
+        """The interval of sum(numerator) / sum(denominator) (None under two days)."""
+        if self.picks is None:
+            return None
+        top, bottom = self._sums(numerator)[self.picks], self._sums(denominator)[self.picks]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.bootstrap.interval(top.sum(axis=1) / bottom.sum(axis=1))
+
+    def mean(self, values: Sequence[float] | np.ndarray) -> list[float] | None:
+        return self.ratio(values, np.ones(self.which.size))
+
+    def difference(self, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> dict[str, Any]:
+        """The means of paired observations A and B, A minus B, and its interval (both drawn on the same days)."""
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        return {"a": float(a.mean()), "b": float(b.mean()), "difference": float((a - b).mean()), "ci": self.mean(a - b)}

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from trade_core.errors import TradeError
+
+if TYPE_CHECKING:
+    from trade_eval.tasks_eval import EpisodeRecord
 
 Label = tuple[str, str, str]
 """A compared statistic: its name in the sentence, its number format, the unit after the difference."""
@@ -52,16 +55,16 @@ def _daily_returns(path: Path) -> tuple[str, dict[str, float], dict[str, Any]]:
     return f"{run.name} ({run.policy})", by_date, (run.summary or {}).get("conventions") or {}
 
 
-def _episodes(path: Path) -> tuple[str, list[str], dict[tuple[str, int], dict[str, float]]]:
-    """(name, the run's schemes, reward by scheme of each played (task, sample)) of a tasks run folder; lines
-    that cannot be read are skipped, as the report skips them."""
+def _episodes(path: Path) -> tuple[str, list[str], dict[tuple[str, int], EpisodeRecord]]:
+    """(name, the run's schemes, the record of each played (task, sample)) of a tasks run folder; lines that
+    cannot be read are skipped, as the report skips them."""
     from trade_eval.report.runs import read_records
     from trade_eval.runfolder import MANIFEST
     from trade_eval.tasks_eval import EPISODES, EpisodeRecord
 
     manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
     records = read_records(path / EPISODES, EpisodeRecord, []) if (path / EPISODES).is_file() else []
-    played = {(r.task_id, r.sample): {k: v.score for k, v in r.rewards.items()} for r in records if r.status == "done"}
+    played = {(r.task_id, r.sample): r for r in records if r.status == "done"}
     return f"{path.name} ({manifest.get('policy', '?')})", list(manifest.get("schemes") or {}), played
 
 
@@ -110,11 +113,10 @@ def compare_backtests(run_a: Path, run_b: Path, resamples: int, level: float, se
 
 
 def compare_tasks(run_a: Path, run_b: Path, resamples: int, level: float, seed: int) -> dict[str, Any]:
-    """Paired by (task, sample): the mean reward of each scheme both runs scored, bootstrap over tasks (a
-    task's samples are resampled together: they share the day, the pool and the ground truth)."""
-    import numpy as np
-
-    from trade_eval.uncertainty import Bootstrap, paired_cluster_mean
+    """Paired by (task, sample): the mean reward of each scheme both runs scored. The interval resamples T0 days
+    in blocks of consecutive days, each with all its tasks and samples, the same days for A and B: the tasks of
+    a day share its market, and consecutive days overlap in their reward windows (:class:`Clusters`)."""
+    from trade_eval.uncertainty import Bootstrap, Clusters
 
     name_a, schemes_a, played_a = _episodes(run_a)
     name_b, schemes_b, played_b = _episodes(run_b)
@@ -123,18 +125,18 @@ def compare_tasks(run_a: Path, run_b: Path, resamples: int, level: float, seed: 
     if not pairs or not schemes:
         missing = "(task, sample) both runs played" if not pairs else "reward scheme"
         raise TradeError(f"{run_a} and {run_b} share no {missing}", hint="compare two runs of one tasks split")
-    tasks = [task for task, _ in pairs]
-    bootstrap = Bootstrap(method="iid", resamples=resamples, level=level, seed=seed)
+    clusters = Clusters([played_a[p].date for p in pairs], Bootstrap(resamples=resamples, level=level, seed=seed))
     results = {
-        scheme: paired_cluster_mean(np.array([played_a[p][scheme] for p in pairs]),
-                                    np.array([played_b[p][scheme] for p in pairs]), tasks, bootstrap)
+        scheme: clusters.difference([played_a[p].rewards[scheme].score for p in pairs],
+                                    [played_b[p].rewards[scheme].score for p in pairs])
         for scheme in schemes
     }  # fmt: skip
-    shared = f"{len(set(tasks))} common tasks, {len(pairs)} episodes"
+    tasks, days = len({task for task, _ in pairs}), len(clusters.days)
+    shared = f"{tasks} common tasks on {days} days, {len(pairs)} episodes"
     method = (f"A minus B of the mean reward over the (task, sample) episodes both runs played; "
-              f"{bootstrap.describe(over='tasks (a task with all its samples)')}")  # fmt: skip
+              f"{clusters.describe()}")  # fmt: skip
     return {
-        "a": str(run_a), "b": str(run_b), "kind": "tasks", "common_tasks": len(set(tasks)),
+        "a": str(run_a), "b": str(run_b), "kind": "tasks", "common_tasks": tasks, "common_days": days,
         "common_episodes": len(pairs), "method": method, "metrics": results,
         "verdicts": [verdict((f"mean reward ({s})", "{:+.4f}", ""), name_a, name_b, r, shared, level)
                      for s, r in results.items()],
@@ -155,8 +157,8 @@ def compare_command(run_a: Path, run_b: Path, resamples: int, level: float, seed
 
     Two backtests: mean daily return, total return and Sharpe over the trading days both finished (the same
     days resampled for both: stationary bootstrap, since days are autocorrelated). Two tasks runs: the mean
-    reward of each scheme both scored, over the (task, sample) episodes both played (tasks resampled with all
-    their samples).
+    reward of each scheme both scored, over the (task, sample) episodes both played (T0 days resampled in blocks
+    of consecutive days, each with all its tasks and samples).
 
     \b
     trade eval compare runs/trader runs/momentum
