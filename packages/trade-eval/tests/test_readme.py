@@ -30,7 +30,7 @@ def test_the_user_policy_example_works_by_name(backtest) -> None:
 
 
 def test_the_baseline_command_runs_as_written_and_prints_the_readme_table(real_dataset: Path, tmp_path: Path) -> None:
-    [line] = [line for block in _blocks("bash") for line in block.splitlines() if "--policy momentum" in line]
+    line = next(line for block in _blocks("bash") for line in block.splitlines() if "--policy momentum" in line)
     (tmp_path / "Q").symlink_to(real_dataset)
     run = run_trade(*shlex.split(line)[1:], cwd=tmp_path)
     assert run.code == 0, run.err
@@ -43,3 +43,21 @@ def test_the_baseline_command_runs_as_written_and_prints_the_readme_table(real_d
         if name.strip() in rows:
             assert cell.strip() == f"{rows[name.strip()]['total_return']:+.2%}", name
     assert "CSI300" in run.out and "+18.34%" in run.out
+
+
+def test_the_blocks_that_run_as_written_print_what_the_readme_shows(real_dataset: Path, tmp_path: Path) -> None:
+    """Each ```bash block marked "runs as written" runs in one folder (blocks in order, `Q` the real data); the
+    ```text block after it holds lines its commands printed."""
+    (tmp_path / "Q").symlink_to(real_dataset)
+    pairs = re.findall(
+        r"```bash\n(# runs as written[^\n]*\n.*?)```\n```text\n(.*?)```", README.read_text("utf-8"), re.S
+    )
+    assert len(pairs) == 3
+    for block, shown in pairs:
+        printed = []
+        for line in block.splitlines()[1:]:
+            run = run_trade(*shlex.split(line)[1:], cwd=tmp_path)
+            assert run.code == 0, (line, run.err)
+            printed.append(run.out)
+        for expected in shown.splitlines():
+            assert expected in "\n".join(printed), expected
