@@ -27,7 +27,14 @@ def test_trade_plugins_lists_the_policies_with_their_packages(policy_site: Path)
     run = run_trade("plugins", "--json", env=_site(policy_site))
     assert run.code == 0, run.err
     plugins = {p["name"]: p for p in json.loads(run.out)["plugins"]}
-    assert plugins["eval"]["hooks"]["trade_register_policies"] == ["equal-weight", "hold", "llm", "momentum", "random"]
+    assert plugins["eval"]["hooks"]["trade_register_policies"] == [
+        "equal-weight",
+        "hold",
+        "llm",
+        "local",
+        "momentum",
+        "random",
+    ]
     assert plugins["testpolicy"]["distribution"] == "trade-eval-testpolicy"
     assert plugins["testpolicy"]["hooks"] == {"trade_register_policies": ["test-random"]}
 
@@ -61,7 +68,7 @@ def test_a_killed_run_resumes_to_the_nav_series_of_an_uninterrupted_one(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--policy", "nope"], "error: unknown policy 'nope' (valid: equal-weight, hold, llm, momentum, random)"),
+        (["--policy", "nope"], "error: unknown policy 'nope' (valid: equal-weight, hold, llm, local, momentum, "),
         (["--policy", "llm", "--model", "m"], "error: policy 'llm' needs a served model (pass --base-url URL"),
         (["--policy", "hold", "--start-date", "2026-01-05"], "error: --start-date 2026-01-05 is outside the data"),
         (["--policy", "hold", "--start-date", "2025-12-01", "--num-days", "60"],

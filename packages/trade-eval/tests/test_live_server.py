@@ -29,7 +29,6 @@ pytestmark = [
         reason="needs torch and transformers[serving] (tox -e eval)",
     ),
 ]
-SFT_STEPS = 300
 STARTUP_S = 120
 
 
@@ -37,16 +36,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny Qwen3, built and taught the tool-call format (nothing cached). Its demonstrations trade on the
-    default synthetic market: taught on the real data's longer prompts, it left out the opening <tool_call>."""
-    out = tmp_path_factory.mktemp("tiny") / "qwen3"
-    made = run_trade("model", "tiny", "--out", str(out), "--sft-steps", str(SFT_STEPS))
-    assert made.code == 0, made.err
-    return out
 
 
 @pytest.fixture(scope="module")

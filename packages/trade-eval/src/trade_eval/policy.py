@@ -65,6 +65,9 @@ class Policy(ABC):
     """Whether the policy reads the Episode's system and user prompts; rule-based baselines do not, and skip
     rendering them (the market summary is most of a baseline day's cost)."""
 
+    def check(self, settings: RunSettings) -> None:  # noqa: B027 (most policies have nothing to check)
+        """Refuse a run this policy cannot play, before any day starts (raise a TradeError: one line on the CLI)."""
+
     @abstractmethod
     async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
         """Play ``day`` until it closes (``day.is_open`` is False) using its tools only.

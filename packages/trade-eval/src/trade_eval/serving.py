@@ -13,17 +13,8 @@ import re
 from pathlib import Path
 
 from trade_core.errors import TradeError
+from trade_tools.toolcalls import FORMATS as TOOL_PARSERS
 
-TOOL_PARSERS = {
-    "qwen3": "hermes",
-    "qwen3_moe": "hermes",
-    "qwen3_next": "hermes",
-    "qwen3_5": "qwen3_coder",
-    "qwen3_5_text": "qwen3_coder",
-    "qwen3_5_moe": "qwen3_coder",
-    "qwen3_5_moe_text": "qwen3_coder",
-}
-"""vLLM's ``--tool-call-parser`` for each ``model_type`` (the same names as verl's ``multi_turn.format``)."""
 REASONING_PARSER = "qwen3"
 MAX_MODEL_LEN = 20480
 """Tokens of prompt and replies: a day's 16 turns with tool texts fit (training's prompt + response budget)."""

@@ -26,7 +26,7 @@ def _pool_file(path: Path) -> list[str]:
 
 def run_label(policy: str, model: str, anonymized: bool) -> str:
     """Who played, for a default run folder's name: the model (or the policy), ``-anon`` when anonymized."""
-    who = re.sub(r"[^A-Za-z0-9._-]+", "_", model.rsplit("/", 1)[-1]) if model else policy
+    who = re.sub(r"[^A-Za-z0-9._-]+", "_", model.rstrip("/").rsplit("/", 1)[-1]) if model else policy
     return f"{who}-anon" if anonymized else who
 
 
@@ -39,7 +39,7 @@ def run_label(policy: str, model: str, anonymized: bool) -> str:
     help="Policy to run: llm, hold, equal-weight, momentum, random, or a plugin's (`trade plugins`).",
 )
 @click.option("--base-url", help="OpenAI-compatible server of the llm policy, e.g. http://127.0.0.1:8001/v1.")
-@click.option("--model", default="", help="The served model's name (OpenAI `model`).")
+@click.option("--model", default="", help="The served model's name (OpenAI `model`); a folder for --policy local.")
 @click.option(
     "--api-key",
     envvar="OPENAI_API_KEY",
@@ -161,6 +161,7 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
         max_tokens=max_tokens, request_timeout=request_timeout, retries=retries, seed=seed,
         options=settings_from(pairs, example="backoff=2"),
     )  # fmt: skip
+    policy.check(settings)
     store = MarketStore.load(data)
     backtest = Backtest(
         store, start_date, num_days, initial_cash=initial_cash, pool_size=pool_size or 20,

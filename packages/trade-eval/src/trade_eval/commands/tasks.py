@@ -24,7 +24,7 @@ SHARED = ("api_key", "temperature", "top_p", "max_tokens", "request_timeout", "r
               help="Policy: llm, hold, equal-weight, momentum, random, or a plugin's.")  # fmt: skip
 @click.option("--base-url", "base_urls", multiple=True,
               help="OpenAI-compatible server (repeatable: each episode goes to the least busy one).")  # fmt: skip
-@click.option("--model", default="", help="The served model's name (OpenAI `model`).")
+@click.option("--model", default="", help="The served model's name (OpenAI `model`); a folder for --policy local.")
 @click.option("--samples", default=1, show_default=True, type=click.IntRange(min=1), help="Episodes per task.")
 @click.option("--concurrency", default=64, show_default=True, type=click.IntRange(min=1),
               help="Episodes in flight at once.")  # fmt: skip
@@ -66,15 +66,16 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
             f"policy '{policy_name}' needs a served model",
             hint="pass --base-url URL and --model NAME (`trade eval serve` prints a server command)",
         )
+    settings = RunSettings(
+        model=model, api_key=api_key, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+        request_timeout=request_timeout, retries=retries, seed=seed, options=settings_from(pairs, example="backoff=2"),
+    )  # fmt: skip
+    policy.check(settings)
     chosen = [get_scheme(name) for name in dict.fromkeys(schemes)]
     records, split_name, dataset = load_tasks(tasks_path, split)
     data = data or dataset
     if data is None:
         raise TradeError(f"{tasks_path} has no tasks manifest naming its dataset", hint="pass --data DIR")
-    settings = RunSettings(
-        model=model, api_key=api_key, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-        request_timeout=request_timeout, retries=retries, seed=seed, options=settings_from(pairs, example="backoff=2"),
-    )  # fmt: skip
     evaluation = TasksEval(MarketStore.load(data), records[:limit], chosen, samples, anonymize=anonymize)
     servers = list(base_urls) if policy.needs_server else []
     origin = POLICIES.provided(get_manager())[policy_name].origin

@@ -1,8 +1,9 @@
-"""The built-in policies: the served LLM and the baselines every run is compared with."""
+"""The built-in policies: the LLM served or run in-process, and the baselines every run is compared with."""
 
 from __future__ import annotations
 
 from trade_eval.policies.baselines import BASELINES
 from trade_eval.policies.llm import LLMPolicy
+from trade_eval.policies.local import LocalPolicy
 
-BUILTIN_POLICIES = (LLMPolicy, *BASELINES)
+BUILTIN_POLICIES = (LLMPolicy, LocalPolicy, *BASELINES)

@@ -16,7 +16,6 @@ import contextvars
 import functools
 import json
 import random
-import re
 import ssl
 import time
 import zlib
@@ -29,13 +28,11 @@ import structlog
 from trade_core.errors import TradeError, error_line
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
 from trade_tools.day import TradingDay
+from trade_tools.toolcalls import CALL_BLOCK, MARKUP
 from trade_tools.trajectory import Message
 
 log = structlog.get_logger("trade.eval.llm")
 
-MARKUP = ("<tool_call>", "</tool_call>", "<function=")
-"""Tool-call markup of Qwen3 (hermes JSON) and Qwen3.5 (XML): in a reply's text, the server's parser missed it."""
-CALL_BLOCK = re.compile(r"\s*<tool_call>.*?</tool_call>", re.DOTALL)
 RETRIED_STATUSES = frozenset({408, 409, 429})
 """4xx statuses that say "try again" (with every 5xx)."""
 BACKOFF = 1.0
@@ -55,9 +52,9 @@ class LLMPolicy(Policy):
         async with _client(settings) as client:
             tools = day.episode.tool_schemas()
             while day.is_open:
-                answer = await _complete(client, day, _request(day, settings, tools), settings, usage, backoff)
+                answer = await _complete(client, day, chat_request(day, settings, tools), settings, usage, backoff)
                 if answer is not None:
-                    _play_reply(day, answer, usage)
+                    play_reply(day, answer, usage)
         return usage
 
 
@@ -130,7 +127,7 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return converted
 
 
-def _request(day: TradingDay, settings: RunSettings, tools: list[dict[str, Any]]) -> dict[str, Any]:
+def chat_request(day: TradingDay, settings: RunSettings, tools: list[dict[str, Any]]) -> dict[str, Any]:
     """The chat-completion arguments of the day's next reply. The seed is derived from the run's seed, the
     day and the reply, so every request (a resumed run's too) samples the same way whatever else is in flight."""
     request: dict[str, Any] = {
@@ -251,7 +248,7 @@ def _log_reply(answer: dict[str, Any], where: dict[str, Any], attempt: int, seco
     )
 
 
-def _play_reply(day: TradingDay, answer: dict[str, Any], usage: DayUsage) -> None:
+def play_reply(day: TradingDay, answer: dict[str, Any], usage: DayUsage) -> None:
     """Count the reply's tokens and play it as the day's next turn."""
     tokens = _tokens(answer)
     usage.prompt_tokens += tokens.get("prompt_tokens") or 0

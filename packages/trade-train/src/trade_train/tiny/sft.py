@@ -16,6 +16,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, Qwen3ForCausalL
 
 from trade_core.errors import TradeError
 from trade_data.synth import write_synthetic_market
+from trade_tools.toolcalls import HERMES, parse_reply
 from trade_train.tiny.model import VOCAB_SIZE, save_model
 from trade_train.tiny.scripted import Demonstration, tool_call_demonstrations
 from trade_train.tiny.tokenizer import FIRST_ADDED_ID, QWEN3_ADDED_TOKENS
@@ -96,22 +97,11 @@ def tune_tool_calls(
 
 
 def parse_tool_call(text: str) -> tuple[str, dict[str, Any]] | None:
-    """``(name, arguments)`` of the first hermes-style ``<tool_call>`` in ``text``, or None when malformed."""
-    _, found, rest = text.partition("<tool_call>")
-    body, closed, _ = rest.partition("</tool_call>")
-    if not found or not closed:
-        return None
-    try:
-        call = json.loads(body)
-    except json.JSONDecodeError:
-        return None
-    if (
-        not isinstance(call, dict)
-        or not isinstance(call.get("name"), str)
-        or not isinstance(call.get("arguments"), dict)
-    ):
-        return None
-    return call["name"], call["arguments"]
+    """``(name, arguments)`` of the first hermes call in ``text`` as a server's parser reads it (see
+    :mod:`trade_tools.toolcalls`), or None when there is none or its arguments are not a JSON object."""
+    calls = parse_reply(text, HERMES).calls
+    arguments = json.loads(calls[0][1]) if calls else None
+    return (calls[0][0], arguments) if isinstance(arguments, dict) else None
 
 
 def _token_example(tokenizer: PreTrainedTokenizerBase, demo: Demonstration) -> tuple[torch.Tensor, torch.Tensor]:

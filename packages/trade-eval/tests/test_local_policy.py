@@ -1,0 +1,144 @@
+"""`--policy local`: the tiny Qwen3 taught the tool-call format (`trade model tiny --sft-steps`), run in-process by
+transformers, plays a backtest and a tasks run on the real data with no server, the same way twice.
+
+The runs need torch, transformers and trade-train[tiny] (`tox -e eval`); they are skipped where those are absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from trade_core.errors import TradeError
+from trade_core.testing import run_trade
+from trade_eval.policy import POLICIES, RunSettings
+from trade_reward.tasks import build_tasks
+from trade_tools.episode import DEFAULT_TOOLS
+from trade_tools.toolcalls import HERMES
+
+HAS_TORCH = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+MISSING = not HAS_TORCH or importlib.util.find_spec("trade_train") is None
+
+
+def needs_model(test: Callable[..., None]) -> Callable[..., None]:
+    """A slow test of the tiny model, skipped without torch, transformers and trade-train[tiny] (tox -e eval)."""
+    return pytest.mark.slow(pytest.mark.skipif(MISSING, reason="needs torch, transformers, trade-train[tiny]")(test))
+
+
+GREEDY = ["--policy", "local", "--temperature", "0", "--max-tokens", "160"]
+
+
+@pytest.fixture(scope="session")
+def random_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Qwen3 untaught: random weights sample widely, so different seeds write different texts."""
+    out = tmp_path_factory.mktemp("tiny") / "random"
+    made = run_trade("model", "tiny", "--out", str(out))
+    assert made.code == 0, made.err
+    return out
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _calls(trajectories: list[dict]) -> list[dict]:
+    return [
+        call["function"]
+        for t in trajectories
+        for m in t["messages"]
+        if m["role"] == "assistant"
+        for call in m.get("tool_calls") or []
+    ]
+
+
+def _messages(out: Path) -> list[list[dict]]:
+    return [t["messages"] for t in _lines(out / "trajectories.jsonl")]
+
+
+def test_local_needs_a_model_folder(tmp_path: Path) -> None:
+    policy = POLICIES.get("local")
+    assert not policy.needs_server
+    with pytest.raises(TradeError, match="needs a model folder"):
+        policy.check(RunSettings())
+    with pytest.raises(TradeError, match="has no config"):
+        policy.check(RunSettings(model=str(tmp_path)))
+
+
+@pytest.mark.skipif(HAS_TORCH, reason="the hint is for an environment without torch")
+def test_without_torch_the_error_names_the_extra(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"model_type": "qwen3"}')
+    with pytest.raises(TradeError, match="needs torch and transformers") as refused:
+        POLICIES.get("local").check(RunSettings(model=str(tmp_path)))
+    assert "trade-eval[local]" in str(refused.value.hint) and "whl/cpu" in str(refused.value.hint)
+
+
+@needs_model
+def test_a_backtest_plays_every_day_in_process_the_same_way_twice(
+    tiny_model: Path, real_dataset: Path, tmp_path: Path
+) -> None:
+    runs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        run = run_trade(
+            "eval", "backtest", *GREEDY, "--model", str(tiny_model), "--data", str(real_dataset),
+            "--start-date", "2025-06-20", "--num-days", "3", "--pool-size", "5", "--max-turns", "3", "--out", str(out),
+        )  # fmt: skip
+        assert run.code == 0, run.err
+        runs.append(out)
+    days = _lines(runs[0] / "days.jsonl")
+    assert [d["date"] for d in days] == ["2025-06-20", "2025-06-23", "2025-06-24"]
+    assert all(d["status"] == "done" for d in days), [d["reason"] for d in days]
+    assert all(d["requests"] >= 1 and d["prompt_tokens"] > 1000 for d in days)
+    calls = _calls(_lines(runs[0] / "trajectories.jsonl"))
+    assert calls and {c["name"] for c in calls} <= set(DEFAULT_TOOLS)  # parsed from the text, run by the Episode
+    assert sum(d["tool_calls"] for d in days) == len(calls)
+    assert _messages(runs[0]) == _messages(runs[1])  # greedy and seeded: a rerun writes the same text
+
+
+@needs_model
+def test_a_tasks_run_plays_episodes_concurrently_as_it_plays_them_one_by_one(
+    tiny_model: Path, real_dataset: Path, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks"
+    build_tasks(real_dataset, tasks, split="test=2025-07-01:2025-07-14", pool_size="5", per_day=2, seed=3)
+    runs = []
+    for concurrency in ("4", "1"):
+        out = tmp_path / f"run{concurrency}"
+        run = run_trade(
+            "eval", "tasks", *GREEDY, "--model", str(tiny_model), "--tasks", str(tasks / "test.jsonl"),
+            "--data", str(real_dataset), "--limit", "4", "--concurrency", concurrency, "--out", str(out),
+        )  # fmt: skip
+        assert run.code == 0, run.err
+        runs.append(out)
+    episodes = _lines(runs[0] / "episodes.jsonl")
+    assert len(episodes) == 4 and all(e["status"] == "done" for e in episodes), [e["reason"] for e in episodes]
+    assert _calls(_lines(runs[0] / "trajectories.jsonl"))
+    by_task = [sorted(_lines(out / "trajectories.jsonl"), key=lambda t: t["task_id"]) for out in runs]
+    assert [t["messages"] for t in by_task[0]] == [t["messages"] for t in by_task[1]]
+
+
+@needs_model
+def test_sampling_is_seeded_by_the_request(random_model: Path) -> None:
+    from trade_eval.policies.local import LocalModel
+
+    model = LocalModel(random_model, HERMES, "cpu")
+    request = {"messages": [{"role": "user", "content": "今天买什么？"}], "tools": [], "seed": 7, "max_tokens": 16}
+    sampled = {**request, "temperature": 1.0, "top_p": 0.9}
+    texts = [model.complete(r)["choices"][0]["message"]["content"] for r in (sampled, sampled, {**sampled, "seed": 8})]
+    assert texts[0] == texts[1] != texts[2]
+    greedy = [model.complete({**request, "temperature": 0, "seed": seed}) for seed in (7, 8)]
+    assert greedy[0] == greedy[1] and greedy[0]["usage"]["completion_tokens"] == 16  # no stop: max_tokens
+    assert greedy[0]["choices"][0]["finish_reason"] == "length"
+
+
+def test_the_cli_refuses_a_local_run_without_a_model_in_one_line(real_dataset: Path, tmp_path: Path) -> None:
+    for command in (["backtest", "--start-date", "2025-06-20", "--num-days", "2"], ["tasks", "--tasks", "t.jsonl"]):
+        run = run_trade("eval", *command, "--policy", "local", "--data", str(real_dataset), cwd=tmp_path)
+        assert run.code == 2 and run.err.strip().splitlines()[-1].startswith("error: policy 'local' needs a model"), (
+            run.err
+        )
+        assert not (tmp_path / "runs").exists()

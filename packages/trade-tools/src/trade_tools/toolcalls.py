@@ -1,0 +1,148 @@
+"""Tool calls in a model's generated text, read as the serving parsers read them.
+
+A model served by vLLM has its reply parsed by the server (``--reasoning-parser qwen3`` and a tool-call parser
+per family); a model run in-process (``trade eval --policy local``, the tiny model's tests) has only its text.
+This module reads that text the same way: the reasoning is what precedes ``</think>`` (calls written while
+thinking are not calls), then every ``<tool_call>`` block of the answer, in the family's format:
+
+- ``hermes`` (Qwen3): ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``;
+- ``qwen3_coder`` (Qwen3.5): ``<tool_call><function=NAME><parameter=K>V</parameter>...</function></tool_call>``,
+  each value converted by the tool schema's type of its parameter; a block cut off at the end still counts, as
+  in the vLLM and verl parsers.
+
+A block that is not a call (JSON that does not parse, no name, no ``<function=...>``) stays in the answer's text,
+as a server's parser leaves it: with no call at all the Episode ends the day "no tool call". Arguments go on as
+JSON text, so arguments of the wrong shape get the Episode's own error text.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from trade_core.errors import TradeError
+
+HERMES, QWEN3_CODER = "hermes", "qwen3_coder"
+FORMATS = {
+    "qwen3": HERMES,
+    "qwen3_moe": HERMES,
+    "qwen3_next": HERMES,
+    "qwen3_5": QWEN3_CODER,
+    "qwen3_5_text": QWEN3_CODER,
+    "qwen3_5_moe": QWEN3_CODER,
+    "qwen3_5_moe_text": QWEN3_CODER,
+}
+"""The tool-call format of each ``model_type`` (vLLM's ``--tool-call-parser`` names, verl's ``multi_turn.format``)."""
+MARKUP = ("<tool_call>", "</tool_call>", "<function=")
+"""Tool-call markup of both formats: left in a reply's text, a parser did not read it as a call."""
+CALL_BLOCK = re.compile(r"\s*<tool_call>(.*?)</tool_call>", re.DOTALL)
+_OPEN_BLOCK = re.compile(r"\s*<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+_FUNCTION = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|$)", re.DOTALL)
+_PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
+
+
+class ParsedReply(NamedTuple):
+    """A generated reply as a server returns it: reasoning, the answer's text without its calls, the calls."""
+
+    reasoning: str | None
+    content: str
+    calls: list[tuple[str, str]]
+    """``(name, arguments as JSON text)`` in the order written."""
+
+
+def call_format(family: str) -> str:
+    """The tool-call format of a model family (``config.json``'s ``model_type``); an unknown one is an error."""
+    if family not in FORMATS:
+        raise TradeError(
+            f"no known tool-call format for model family {family or '(none)'!r}",
+            hint=f"known families: {', '.join(FORMATS)}",
+        )
+    return FORMATS[family]
+
+
+def parse_reply(text: str, fmt: str, tools: Sequence[Mapping[str, Any]] = ()) -> ParsedReply:
+    """Split ``text`` (the decoded completion, special tokens dropped) into reasoning, answer and calls.
+
+    ``tools``: the OpenAI tool schemas the model was shown, whose parameter types convert ``qwen3_coder``
+    values (hermes arguments are JSON already).
+    """
+    if fmt not in (HERMES, QWEN3_CODER):
+        raise TradeError(f"unknown tool-call format {fmt!r}", hint=f"choose {HERMES} or {QWEN3_CODER}")
+    reasoning, answer = _split_reasoning(text)
+    calls: list[tuple[str, str]] = []
+    kept: list[str] = []
+    position = 0
+    blocks = CALL_BLOCK if fmt == HERMES else _OPEN_BLOCK
+    for block in blocks.finditer(answer):
+        parsed = _hermes(block.group(1)) if fmt == HERMES else _xml(block.group(1), _types(tools))
+        if parsed:
+            calls.extend(parsed)
+            kept.append(answer[position : block.start()])
+            position = block.end()
+    kept.append(answer[position:])
+    return ParsedReply(reasoning, "".join(kept).strip(), calls)
+
+
+def _split_reasoning(text: str) -> tuple[str | None, str]:
+    """The reasoning before the first ``</think>`` (the template may have opened the block in the prompt)."""
+    thought, closed, answer = text.partition("</think>")
+    if not closed:
+        return None, text
+    return thought.strip().removeprefix("<think>").strip(), answer
+
+
+def _hermes(body: str) -> list[tuple[str, str]]:
+    try:
+        call = json.loads(body)
+    except ValueError:  # not JSON, or a number past Python's digit limit
+        return []
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str) or "arguments" not in call:
+        return []
+    return [(call["name"], json.dumps(call["arguments"], ensure_ascii=False))]
+
+
+def _xml(body: str, types: Mapping[str, Mapping[str, str]]) -> list[tuple[str, str]]:
+    calls = []
+    for name, inner in _FUNCTION.findall(body):
+        declared = types.get(name, {})
+        arguments = {key: _value(_trim(raw), declared.get(key)) for key, raw in _PARAMETER.findall(inner)}
+        calls.append((name, json.dumps(arguments, ensure_ascii=False)))
+    return calls
+
+
+def _trim(raw: str) -> str:
+    """A value without the one newline the format puts on each side."""
+    return raw.removeprefix("\n").removesuffix("\n")
+
+
+def _types(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Each tool's parameter types by name ("string" where a parameter declares none)."""
+    types: dict[str, dict[str, str]] = {}
+    for tool in tools:
+        function = tool.get("function") or {}
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        types[function.get("name", "")] = {key: str(spec.get("type", "string")) for key, spec in properties.items()}
+    return types
+
+
+def _value(raw: str, kind: str | None) -> Any:
+    """A ``qwen3_coder`` parameter value as its declared type; text where it is not one (the Episode says why)."""
+    if raw.lower() == "null":
+        return None
+    if kind is None or kind == "string":
+        return raw
+    if kind == "boolean":
+        return {"true": True, "false": False}.get(raw.strip().lower(), raw)
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        try:
+            value = ast.literal_eval(raw)  # Python literals (single quotes), never code
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return raw
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value

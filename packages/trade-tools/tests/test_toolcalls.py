@@ -1,0 +1,99 @@
+"""Tool calls read from generated text in both Qwen formats, as the serving parsers read them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trade_core.errors import TradeError
+from trade_tools.day import TradingDay
+from trade_tools.tool import TOOLS
+from trade_tools.toolcalls import FORMATS, HERMES, QWEN3_CODER, call_format, parse_reply
+
+SCHEMAS = [tool.schema() for tool in TOOLS.all().values()]
+STOP = '<tool_call>\n{"name": "TakeAction", "arguments": {"type": "stop", "reasoning": "观望"}}\n</tool_call>'
+MACRO = '<tool_call>\n{"name": "get_macro_indicators", "arguments": {}}\n</tool_call>'
+XML_BUY = (
+    "<tool_call>\n<function=TakeAction>\n<parameter=type>\nbuy\n</parameter>\n<parameter=symbol>\nSH600519\n"
+    "</parameter>\n<parameter=amount>\n100\n</parameter>\n</function>\n</tool_call>"
+)
+
+
+def test_hermes_reads_every_call_in_order_and_keeps_the_text_around_them() -> None:
+    parsed = parse_reply(f"先看大盘。\n{MACRO}\n{STOP}\n完毕", HERMES)
+    assert parsed.calls == [
+        ("get_macro_indicators", "{}"),
+        ("TakeAction", '{"type": "stop", "reasoning": "观望"}'),
+    ]
+    assert (parsed.reasoning, parsed.content) == (None, "先看大盘。\n完毕")
+
+
+def test_a_malformed_hermes_call_stays_text_beside_the_good_ones() -> None:
+    broken = '<tool_call>\n{"name": "TakeAction", "arguments": {"type": "buy",}\n</tool_call>'
+    nameless = '<tool_call>{"arguments": {}}</tool_call>'
+    parsed = parse_reply(f"{broken}{nameless}{MACRO}", HERMES)
+    assert parsed.calls == [("get_macro_indicators", "{}")]
+    assert parsed.content == broken + nameless
+
+
+@pytest.mark.parametrize("text", [STOP.removesuffix("</tool_call>"), "<tool_call>", "没有调用"])
+def test_an_unclosed_or_missing_hermes_call_is_no_call(text: str) -> None:
+    parsed = parse_reply(text, HERMES)
+    assert parsed.calls == [] and parsed.content == text.strip()
+
+
+def test_arguments_that_are_not_an_object_go_on_as_written_for_the_episode_to_refuse() -> None:
+    parsed = parse_reply('<tool_call>{"name": "TakeAction", "arguments": "type=stop"}</tool_call>', HERMES)
+    assert parsed.calls == [("TakeAction", '"type=stop"')]
+
+
+def test_reasoning_is_split_off_and_calls_written_while_thinking_are_not_calls() -> None:
+    parsed = parse_reply(f"<think>\n也许 {MACRO}\n</think>\n\n{STOP}", HERMES)
+    assert parsed.reasoning == f"也许 {MACRO}"
+    assert [name for name, _ in parsed.calls] == ["TakeAction"] and parsed.content == ""
+    opened_by_the_prompt = parse_reply(f"想一想\n</think>\n\n{STOP}", HERMES)
+    assert opened_by_the_prompt.reasoning == "想一想" and len(opened_by_the_prompt.calls) == 1
+
+
+def test_qwen3_coder_converts_values_by_the_schema_and_reads_several_calls() -> None:
+    indicators = (
+        "<tool_call>\n<function=get_price_data>\n<parameter=symbol>\nSH600519\n</parameter>\n"
+        '<parameter=indicators>\n["MA5", "RSI_14"]\n</parameter>\n</function>\n</tool_call>'
+    )
+    parsed = parse_reply(f"买入。\n{XML_BUY}\n{indicators}", QWEN3_CODER, SCHEMAS)
+    assert [(name, json.loads(arguments)) for name, arguments in parsed.calls] == [
+        ("TakeAction", {"type": "buy", "symbol": "SH600519", "amount": 100}),
+        ("get_price_data", {"symbol": "SH600519", "indicators": ["MA5", "RSI_14"]}),
+    ]
+    assert parsed.content == "买入。"
+
+
+def test_qwen3_coder_keeps_a_value_that_is_not_its_type_and_reads_a_call_cut_off_at_the_end() -> None:
+    cut = "<tool_call>\n<function=TakeAction>\n<parameter=type>\nbuy\n</parameter>\n<parameter=amount>\n一百"
+    parsed = parse_reply(cut, QWEN3_CODER, SCHEMAS)
+    assert parsed.calls == [("TakeAction", '{"type": "buy", "amount": "一百"}')] and parsed.content == ""
+
+
+def test_a_qwen3_coder_block_without_a_function_stays_text() -> None:
+    text = "<tool_call>\nTakeAction(type=stop)\n</tool_call>"
+    assert parse_reply(text, QWEN3_CODER, SCHEMAS) == (None, text, [])
+    assert parse_reply(STOP, QWEN3_CODER, SCHEMAS).calls == []  # the other family's format is no call
+
+
+def test_the_format_follows_the_model_family() -> None:
+    assert call_format("qwen3") == HERMES and call_format("qwen3_5_moe") == QWEN3_CODER
+    assert set(FORMATS.values()) == {HERMES, QWEN3_CODER}
+    with pytest.raises(TradeError, match="llama"):
+        call_format("llama")
+    with pytest.raises(TradeError, match="format"):
+        parse_reply(STOP, "json")
+
+
+def test_parsed_calls_play_on_the_episode_with_its_chinese_errors(open_day) -> None:  # type: ignore[no-untyped-def]
+    day = TradingDay(open_day("2024-06-14", ["SH600519", "SZ000001"]))
+    bad = parse_reply('<tool_call>{"name": "TakeAction", "arguments": "type=stop"}</tool_call>', HERMES)
+    assert day.turn(bad.content, bad.calls)[0].startswith("错误：参数必须是JSON对象") and day.is_open
+    malformed = parse_reply('<tool_call>{"name": "TakeAction", "arguments": {</tool_call>', HERMES)
+    assert day.turn(malformed.content, malformed.calls) == []
+    assert (day.episode.status, day.episode.status_reason) == ("failed", "回复中没有工具调用")
