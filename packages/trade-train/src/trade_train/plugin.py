@@ -23,9 +23,11 @@ def trade_addhooks(pluginmanager: pluggy.PluginManager) -> None:
 
 @hookimpl
 def trade_register_trainers(register: Callable[[Trainer], None]) -> None:
+    from trade_train.trl_grpo.trainer import TrlGRPO
     from trade_train.verl_grpo.trainer import VerlGRPO
 
     register(VerlGRPO())
+    register(TrlGRPO())
 
 
 @hookimpl

@@ -26,7 +26,7 @@ class TrainSpec(BaseModel):
     model: str = Field(description="model folder (HF format) or hub id reachable from the training machine")
     tasks: Path = Field(description="folder written by `trade data tasks` (train.jsonl, val.jsonl, manifest.json)")
     data: Path | None = Field(None, description="dataset the tools read; default: the one in the tasks manifest")
-    device: Literal["npu", "gpu"] = "npu"
+    device: Literal["npu", "gpu", "cpu"] = "npu"
     nodes: int = Field(1, ge=1)
     gpus_per_node: int = Field(8, ge=1)
     reward: str = "bucketed"

@@ -25,7 +25,13 @@ class TrainGroup(click.Group):
 @click.option("--model", help="Model folder (HF format) to train, or a hub id ORG/NAME, e.g. /models/Qwen3-4B.")
 @click.option("--tasks", type=click.Path(path_type=Path), help="Folder from `trade data tasks`.")
 @click.option("--data", type=click.Path(path_type=Path), help="Dataset for the tools (default: the tasks' dataset).")
-@click.option("--device", type=click.Choice(["npu", "gpu"]), default="npu", show_default=True)
+@click.option(
+    "--device",
+    type=click.Choice(["npu", "gpu", "cpu"]),
+    default="npu",
+    show_default=True,
+    help="cpu: the trl-grpo trainer only.",
+)
 @click.option("--nodes", default=1, type=click.IntRange(min=1), show_default=True, help="Ray nodes.")
 @click.option("--gpus-per-node", default=8, type=click.IntRange(min=1), show_default=True,
               help="Cards per node (Atlas A3: 16 dies).")  # fmt: skip
@@ -39,7 +45,8 @@ class TrainGroup(click.Group):
 def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks: Path | None, data: Path | None,
                 device: str, nodes: int, gpus_per_node: int, reward: str, run_dir: Path | None,
                 loggers: tuple[str, ...], tool_format: str | None, dry_run: bool) -> None:  # fmt: skip
-    """Train the trading agent; everything after `--` is passed to the trainer as Hydra overrides.
+    """Train the trading agent; everything after `--` goes to the trainer (Hydra overrides for verl-grpo, KEY=VALUE
+    settings for trl-grpo).
 
     \b
     trade train --model Qwen3-4B --tasks tasks --device npu --dry-run

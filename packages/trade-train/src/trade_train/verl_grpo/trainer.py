@@ -112,6 +112,9 @@ class VerlGRPO(Trainer):
         from trade_train.verl_grpo.stack import stack_problems
 
         problems = super().preflight(spec, launch=launch)
+        if spec.device not in PRESETS:
+            return [*problems, TradeError(f"verl-grpo trains on npu or gpu, not {spec.device}",
+                                          hint="use --trainer trl-grpo on cpu")]  # fmt: skip
         try:
             get_scheme(spec.reward)
         except TradeError as error:
