@@ -214,6 +214,9 @@ def test_several_runs_side_by_side_on_their_common_days(runs: dict[str, Path], t
     html = files.html.read_text(encoding="utf-8")
     assert "All runs on their 3 common days" in html and 'id="metrics-common"' in html
     assert "start: each line from its NAV at the close of 2025-06-23" in html
+    common = html[html.index('id="metrics-common"') : html.index('id="metrics-1"')]
+    assert "intervals [lo, hi]: 95% percentile intervals, stationary bootstrap" in common
+    assert re.search(r"[+-]\d+\.\d+% \[[+-]\d+\.\d+%, [+-]\d+\.\d+%\]", common)  # a total return with its interval
     for index, name in enumerate(("scripted", "hold", "momentum"), start=1):
         assert f'id="run-{index}"' in html and f"Days: {name}" in html
 

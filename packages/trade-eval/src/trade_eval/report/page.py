@@ -24,6 +24,7 @@ from trade_eval.metrics import METRIC_ROWS, Conventions, performance
 from trade_eval.report.charts import Kind, Line, drawdown_chart, nav_chart
 from trade_eval.report.runs import NavSeries, Run, finite
 from trade_eval.runfolder import DayRecord
+from trade_eval.uncertainty import Bootstrap, intervals
 from trade_tools.trajectory import Message, Trajectory
 
 FEES_NOTE = (
@@ -231,8 +232,13 @@ def comparison(runs: list[Run], lines: list[Line], dates: list[str]) -> dict[str
     complete = {line.label: [float(v) for v in line.values] for line in lines if None not in line.values}
     wanted = {"vs_index": INDEX_ROW, "vs_hold": "hold"}
     benchmarks = {key: complete[name] for key, name in wanted.items() if name in complete}
-    rows = {label: performance(nav, dates, settings, benchmarks) for label, nav in complete.items()}
+    bootstrap = Bootstrap()
+    rows = {
+        label: {**performance(nav, dates, settings, benchmarks), **intervals(nav, settings, benchmarks, bootstrap)}
+        for label, nav in complete.items()
+    }
     shown = settings.to_json(f"each line from its NAV at the close of {dates[0]}, the first date all runs have")
+    shown["ci"] = bootstrap.describe(len(dates) - 1)
     return {"metrics": metrics_table(rows, shown), "conventions": conventions_lines(shown)}
 
 
