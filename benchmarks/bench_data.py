@@ -85,7 +85,8 @@ def main() -> None:
             f"cross-section, {POOL}-stock pool": common.timed(
                 [lambda v=v, p=p: v.cross_section(p) for v, p in zip(views, pools, strict=False)]
             ),
-            "market summary": common.timed([lambda v=v: market_summary(v) for v in views[:2000]]),
+            # A view memoises its summary: clearing the memo first times the computation, not the lookup (~2 us).
+            "market summary": common.timed([lambda v=v: (v.memo.clear(), market_summary(v)) for v in views[:2000]]),
         }
 
         qlib.init(provider_uri=str(dataset), region="cn", kernels=1)
