@@ -75,3 +75,14 @@ def test_not_a_run_folder_and_no_common_days_are_one_line_errors(runs: Path, tmp
     other_year = _shifted(runs / "hold", tmp_path / "2024", year=2024)
     done = run_trade("eval", "compare", str(runs / "hold"), str(other_year))
     assert done.code == 2 and "share no finished trading day" in done.err and len(done.err.splitlines()) == 1
+
+
+def test_a_non_finite_nav_is_a_one_line_error_not_a_verdict(runs: Path, tmp_path: Path) -> None:
+    damaged = tmp_path / "damaged"
+    shutil.copytree(runs / "hold", damaged)
+    days = [json.loads(line) for line in (damaged / DAYS).read_text().splitlines()]
+    days[3]["nav"] = float("nan")
+    (damaged / DAYS).write_text("".join(json.dumps(day) + "\n" for day in days))
+    done = run_trade("eval", "compare", str(damaged), str(runs / "hold"))
+    assert done.code == 2 and len(done.err.splitlines()) == 1, done.err
+    assert f"the NAV of {days[3]['date']} is nan, not a positive number" in done.err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,11 @@ def _daily_returns(path: Path) -> tuple[str, dict[str, float], dict[str, Any]]:
             hint="pass the --out folders of two `trade eval backtest` runs",
         )
     navs = [initial, *(day.nav for day in run.days)]
+    damaged = next((day for day in run.days if not math.isfinite(day.nav) or day.nav <= 0), None)
+    if damaged is not None:
+        raise TradeError(
+            f"{path}: the NAV of {damaged.date} is {damaged.nav}, not a positive number", hint="the run is damaged"
+        )
     by_date = {str(day.date): navs[i + 1] / navs[i] - 1 for i, day in enumerate(run.days)}
     return f"{run.name} ({run.policy})", by_date, (run.summary or {}).get("conventions") or {}
 
