@@ -38,13 +38,9 @@ def main() -> None:
     from trade_eval.backtest import Backtest
     from trade_eval.policies.llm import LLMPolicy
     from trade_eval.policy import RunSettings
-    from trade_eval.testing import STOP_ARGUMENTS, FaultServer, Reply, Request
+    from trade_eval.testing import FaultServer, stop_after
 
-    tool = Reply(calls=(("get_macro_indicators", "{}"),), delay=args.latency)
-    stop = Reply(calls=(("TakeAction", STOP_ARGUMENTS),), delay=args.latency)
-
-    def script(request: Request) -> Reply:
-        return stop if request.turn >= args.requests - 1 else tool
+    script = stop_after(args.requests, args.latency)
 
     async def run(store: MarketStore, url: str, seed: int) -> int:
         settings = RunSettings(model="bench", base_url=url, seed=seed)

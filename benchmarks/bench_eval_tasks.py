@@ -70,15 +70,11 @@ def main() -> None:
     from trade_eval.policies.llm import LLMPolicy
     from trade_eval.policy import RunSettings
     from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
-    from trade_eval.testing import STOP_ARGUMENTS, Reply, Request
+    from trade_eval.testing import stop_after
     from trade_reward.schemes import get_scheme
     from trade_reward.tasks import build_tasks
 
-    tool = Reply(calls=(("get_macro_indicators", "{}"),), delay=args.latency)
-    stop = Reply(calls=(("TakeAction", STOP_ARGUMENTS),), delay=args.latency)
-
-    def script(request: Request) -> Reply:
-        return stop if request.turn >= args.requests - 1 else tool
+    script = stop_after(args.requests, args.latency)
 
     rows, serial = [], 0.0
     with tempfile.TemporaryDirectory() as tmp:

@@ -101,6 +101,17 @@ def in_order(steps: Sequence[Behaviour], default: Behaviour = STOP) -> Script:
     return script
 
 
+def stop_after(turns: int, delay: float = 0.0) -> Script:
+    """A script for load tests: every conversation calls a tool ``turns - 1`` times, then stops; each reply after
+    ``delay`` seconds (a served model's latency)."""
+    tool, stop = Reply(calls=LOOP.calls, delay=delay), Reply(calls=STOP.calls, delay=delay)
+
+    def script(request: Request) -> Behaviour:
+        return stop if request.turn >= turns - 1 else tool
+
+    return script
+
+
 class FaultServer:
     """``with FaultServer(script) as server:`` serves on ``server.url`` (an OpenAI ``base_url``) until the
     block ends; ``script`` is a :data:`Script` or behaviours in arrival order (then ``default``)."""
