@@ -52,7 +52,8 @@ def contents(folder: Path) -> dict[str, bytes]:
 def test_layout_records_and_manifest(built: Path, real_dataset: Path) -> None:
     assert sorted(p.name for p in built.iterdir()) == ["manifest.json", "train.jsonl", "val.jsonl"]
     manifest = json.loads((built / "manifest.json").read_text())
-    assert manifest["dataset"] == str(real_dataset) and manifest["synthetic"] is False and manifest["seed"] == SEED
+    assert manifest["synthetic"] is False and manifest["seed"] == SEED
+    assert read_manifest(built).dataset_in(built) == real_dataset.resolve()
     assert manifest["format_version"] == 2
     for split in BOUNDS:
         records = read_records(built, split)
@@ -271,3 +272,20 @@ def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
         assert re.search(r"(?i)(SH|SZ|BJ)\d{6}|\d{4}-\d{2}-\d{2}|\b\d{2}-\d{2}\b", text) is None, text
         assert "交易日T0：T0" in text and "市场状态（截至T0收盘" in text
     assert read_manifest(tmp_path / "anon").anonymized and not read_manifest(tmp_path / "plain").anonymized
+
+
+def test_the_dataset_is_found_from_anywhere_and_moves_with_the_tasks(
+    real_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built with relative paths from one folder, read from another; then both folders moved together."""
+    project = tmp_path / "project"
+    shutil.copytree(real_dataset, project / "data")
+    monkeypatch.chdir(project)
+    build_tasks(Path("data"), Path("tasks"), split="train=2024-01-02:2024-01-31", per_day=1, seed=SEED)
+    monkeypatch.chdir(tmp_path)
+    assert read_manifest(project / "tasks").dataset_in(project / "tasks") == (project / "data").resolve()
+    project.rename(tmp_path / "moved")
+    assert (
+        read_manifest(tmp_path / "moved" / "tasks").dataset_in(tmp_path / "moved" / "tasks")
+        == (tmp_path / "moved" / "data").resolve()
+    )

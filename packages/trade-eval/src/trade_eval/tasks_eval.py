@@ -134,10 +134,10 @@ def load_tasks(path: Path, split: str | None) -> tuple[list[TaskRecord], str, Pa
         if split not in names:
             problem = "is a tasks folder: --split is required" if split is None else f"has no split {split!r}"
             raise TradeError(f"{path} {problem}", hint=f"its splits: {', '.join(names)}")
-        return read_records(path, split), split, Path(manifest.dataset)
+        return read_records(path, split), split, manifest.dataset_in(path)
     if not path.is_file():
         raise TradeError(f"--tasks {path}: no such folder or file", hint="a `trade data tasks` folder or its .jsonl")
-    dataset = Path(read_manifest(path.parent).dataset) if (path.parent / "manifest.json").is_file() else None
+    dataset = read_manifest(path.parent).dataset_in(path.parent) if (path.parent / "manifest.json").is_file() else None
     return read_records(path.parent, path.stem), path.stem, dataset
 
 

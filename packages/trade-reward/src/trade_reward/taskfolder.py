@@ -70,7 +70,7 @@ class Manifest(BaseModel):
     """``manifest.json``: where the tasks came from and what each split holds."""
 
     format_version: Literal[2] = FORMAT_VERSION
-    dataset: str
+    dataset: str = Field(description="the dataset, relative to the tasks folder, so both can move together")
     synthetic: bool
     dataset_source: str
     universe: str
@@ -78,6 +78,10 @@ class Manifest(BaseModel):
     sampler: SamplerSettings
     splits: list[SplitSummary]
     anonymized: bool = Field(False, description="every task shows aliases for symbols and dates (--anonymize)")
+
+    def dataset_in(self, folder: Path) -> Path:
+        """The dataset of the tasks folder at ``folder``, wherever the command runs from."""
+        return (Path(folder) / self.dataset).resolve()
 
     def describe(self) -> str:
         """'SYNTHETIC market ...' or 'real market data', for the first line of a summary."""

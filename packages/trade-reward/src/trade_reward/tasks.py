@@ -9,6 +9,7 @@ the prompts :meth:`Episode.messages` renders point in time. The forward returns 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from pathlib import Path
 
@@ -142,7 +143,7 @@ def build_tasks(
             records[s.name] = _sample_split(store, s, days[s], sampler, seed, universe, anonymize, bar)
             summaries.append(_split_summary(s, days[s], records[s.name]))
     manifest = Manifest(
-        dataset=str(data),
+        dataset=os.path.relpath(Path(data).resolve(), out.resolve()),
         synthetic=store.meta.synthetic,
         dataset_source=store.meta.source,
         universe=universe,

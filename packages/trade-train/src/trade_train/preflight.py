@@ -44,8 +44,8 @@ def model_problems(model: str) -> list[TradeError]:
 
 
 def dataset_path(spec: TrainSpec, manifest: Manifest) -> Path:
-    """The dataset the tools read: ``--data``, else the one the tasks were built from (relative to here)."""
-    return (spec.data or Path(manifest.dataset)).resolve()
+    """The dataset the tools read: ``--data``, else the one the tasks were built from."""
+    return spec.data.resolve() if spec.data else manifest.dataset_in(spec.tasks)
 
 
 def tasks_problems(spec: TrainSpec) -> list[TradeError]:
