@@ -12,6 +12,7 @@ SUBCOMMANDS = {
     "report": "trade_eval.commands.report:report_command",
     "tasks": "trade_eval.commands.tasks:tasks_command",
     "compare": "trade_eval.commands.compare:compare_command",
+    "dashboard": "trade_eval.commands.dashboard:dashboard_command",
 }
 
 

@@ -25,6 +25,7 @@ from trade_eval.report.charts import Kind, Line, drawdown_chart, nav_chart
 from trade_eval.report.runs import NavSeries, Run, finite
 from trade_eval.runfolder import DayRecord
 from trade_eval.uncertainty import Bootstrap, intervals
+from trade_tools.episode import Episode
 from trade_tools.trajectory import Message, Trajectory
 
 FEES_NOTE = (
@@ -162,6 +163,21 @@ def message_view(message: Message, reveal: Callable[[str], str] = str) -> dict[s
     return view
 
 
+def orders_view(episode: Episode) -> dict[str, Any]:
+    """The day's orders: ``fills`` (with costs), ``refused`` (with the Episode's reasons) and the stop's
+    ``summary``, with real symbols and dates where the model read aliases."""
+    reveal, fills, refused, summary = episode.reveal, [], [], ""
+    for action in episode.actions:
+        if action.type == "stop":
+            summary = reveal(action.reasoning)
+        elif action.fill is not None:
+            fills.append({**action.fill.model_dump(), "reasoning": reveal(action.reasoning)})
+        else:
+            order = action.model_dump(include={"type", "symbol", "amount", "reason", "reasoning"})
+            refused.append({key: reveal(v) if isinstance(v, str) else v for key, v in order.items()})
+    return {"fills": fills, "refused": refused, "summary": summary}
+
+
 def day_view(run: Run, day: DayRecord, previous_nav: float | None) -> dict[str, Any]:
     """A DayRecord with its trajectory's orders (fills with their fees, refusals with their reasons), the
     positions it closed with and the conversation."""
@@ -179,16 +195,8 @@ def day_view(run: Run, day: DayRecord, previous_nav: float | None) -> dict[str, 
         "anonymized": False,
     }
     if trajectory is not None:
-        reveal = trajectory.episode.reveal
-        for action in trajectory.episode.actions:
-            if action.type == "stop":
-                view["summary"] = reveal(action.reasoning)
-            elif action.fill is not None:
-                view["fills"].append({**action.fill.model_dump(), "reasoning": reveal(action.reasoning)})
-            else:
-                refused = action.model_dump(include={"type", "symbol", "amount", "reason", "reasoning"})
-                view["refused"].append({key: reveal(v) if isinstance(v, str) else v for key, v in refused.items()})
-        view["messages"] = [message_view(m, reveal) for m in trajectory.messages]
+        view.update(orders_view(trajectory.episode))
+        view["messages"] = [message_view(m, trajectory.episode.reveal) for m in trajectory.messages]
         view["anonymized"] = trajectory.episode.aliases is not None
     return view
 

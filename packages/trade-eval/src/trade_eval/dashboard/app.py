@@ -1,0 +1,215 @@
+"""The dashboard's aiohttp application: server-rendered pages (Jinja2, autoescaped: model text may hold
+anything) and two small JSON endpoints the pages poll (a run's file sizes; a play's conversation so far).
+
+Runs are addressed by ``?run=NAME`` where NAME is one the listing of ``--runs`` gave (:mod:`.folders`); any
+other name is a 404, so no request reaches a path the listing did not find.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import jinja2
+from aiohttp import web
+
+from trade_core.errors import TradeError
+from trade_eval.dashboard import views
+from trade_eval.dashboard.folders import RunFolder, discover
+from trade_eval.dashboard.play import Plays
+from trade_eval.dashboard.state import RunState, States
+from trade_eval.report.charts import nav_chart
+from trade_eval.report.page import chart_lines, cny, count, num, pct, sign
+from trade_eval.report.runs import Run, finite
+from trade_eval.runfolder import DAYS, DayRecord
+from trade_eval.tasks_eval import EPISODES
+
+ROOT, STATES, PLAYS = web.AppKey("root", Path), web.AppKey("states", States), web.AppKey("plays", Plays)
+
+_ENV = jinja2.Environment(
+    loader=jinja2.ChoiceLoader([
+        jinja2.PackageLoader("trade_eval.dashboard", "templates"),
+        jinja2.PackageLoader("trade_eval.report", "templates"),
+    ]),
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)  # fmt: skip
+_ENV.filters.update(cny=cny, pct=pct, num=num, count=count, sign=sign)
+
+
+def page(name: str, **context: Any) -> web.Response:
+    return web.Response(text=_ENV.get_template(name).render(**context), content_type="text/html")
+
+
+def run_of(request: web.Request, key: str = "run") -> RunState:
+    """The listed run a request names (404 for any other name)."""
+    name = request.query.get(key, "")
+    found: RunFolder | None = discover(request.app[ROOT]).get(name)
+    if found is None:
+        raise web.HTTPNotFound(text=f"no run named {name!r} under --runs")
+    return request.app[STATES].get(found)
+
+
+def number(request: web.Request, key: str, default: int | None = None) -> int:
+    text = request.query.get(key)
+    if text is None and default is not None:
+        return default
+    try:
+        return int(text or "")
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"{key} must be a whole number") from None
+
+
+async def index(request: web.Request) -> web.Response:
+    states = request.app[STATES]
+    runs = [views.headline(states.get(run)) for run in discover(request.app[ROOT]).values()]
+    return page("index.html.j2", runs=runs, root=request.app[ROOT].name, can_play=request.app[PLAYS].data is not None)
+
+
+async def run_page(request: web.Request) -> web.Response:
+    state = run_of(request)
+    if state.run.kind == "training":
+        return page("training.html.j2", run=state.run, steps=views.training_rows(state),
+                    problems=[line.problem for line in state.metrics() if line.problem])  # fmt: skip
+    show = request.query.get("show", "all")
+    reason, symbol = request.query.get("reason", ""), request.query.get("symbol", "")
+    manifest = state.manifest()
+    if state.run.kind == "backtest":
+        rows = views.backtest_rows(state, finite((manifest.value or {}).get("initial_cash")))
+    else:
+        rows = [views.row_of(line) for line in state.records()]
+    kept = views.select(rows, show, reason, symbol, state)
+    start = max(0, number(request, "page", 0)) * views.PAGE
+    summary = state.summary()
+    problems = [p for p in (manifest.problem, summary.problem) if p] + [r["problem"] for r in rows if r["problem"]]
+    if state.partial(DAYS) or state.partial(EPISODES):
+        problems.append("the last line is not finished yet (a run still being written?)")
+    return page(
+        "run.html.j2", run=state.run, rows=kept[start : start + views.PAGE], total=len(rows), kept=len(kept),
+        start=start, page_size=views.PAGE, show=show, reason=reason, symbol=symbol, filters=views.FILTERS,
+        reasons=views.reasons(rows), problems=problems, summary=views.summary_view(state) if summary.value else None,
+        manifest=manifest.value or {}, others=[n for n, r in discover(request.app[ROOT]).items()
+                                              if r.kind == state.run.kind and n != state.run.name],
+    )  # fmt: skip
+
+
+async def day_page(request: web.Request) -> web.Response:
+    state = run_of(request)
+    record, problem, step = None, "", None
+    if state.run.kind == "training":
+        step = number(request, "step")
+        trajectory, problem = state.trajectory(step=step, line=number(request, "n"))
+    else:
+        record, problem = views.record_of(state, number(request, "n"))
+        trajectory = None
+        if record is not None:
+            trajectory, problem = state.trajectory(record["trajectory_id"])
+    return page("day.html.j2", run=state.run, n=number(request, "n"), step=step, record=record, problem=problem,
+                day=views.trajectory_view(trajectory) if trajectory else None)  # fmt: skip
+
+
+async def step_page(request: web.Request) -> web.Response:
+    state = run_of(request)
+    step = number(request, "step")
+    return page("step.html.j2", run=state.run, step=step, rows=views.step_rows(state, step))
+
+
+async def compare_page(request: web.Request) -> web.Response:
+    a, b = run_of(request, "run"), run_of(request, "other")
+    return page("compare.html.j2", kind=a.run.kind, same=a.run.kind == b.run.kind, **views.side_by_side(a, b))
+
+
+async def nav_png(request: web.Request) -> web.Response:
+    """The backtest's NAV against the baselines and the CSI300, drawn by the report's chart code."""
+    state = run_of(request)
+    days = []
+    for line in state.records():
+        try:
+            days.append(DayRecord.model_validate(line.value)) if line.value else None
+        except ValueError:
+            continue
+    run = Run(state.run.path, manifest=state.manifest().value or {}, days=days, summary=state.summary().value)
+    lines, _ = chart_lines([run])
+    if not lines:
+        raise web.HTTPNotFound(text="no NAV yet")
+    return web.Response(body=nav_chart(lines), content_type="image/png", headers={"Cache-Control": "no-store"})
+
+
+async def files_state(request: web.Request) -> web.Response:
+    return web.json_response(run_of(request).files_state())
+
+
+async def play_form(request: web.Request) -> web.Response:
+    from trade_eval.policy import POLICIES
+
+    return page("play.html.j2", policies=sorted(POLICIES.all()), can_play=request.app[PLAYS].data is not None,
+                error="")  # fmt: skip
+
+
+def same_site(request: web.Request) -> bool:
+    """Whether a form post comes from the dashboard's own pages: a page of another site open in the same browser
+    could otherwise start plays (browsers send ``Origin`` / ``Sec-Fetch-Site`` on such posts)."""
+    origin = request.headers.get("Origin")
+    if origin is not None and urlsplit(origin).netloc != request.host:
+        return False
+    return request.headers.get("Sec-Fetch-Site", "same-origin") in ("same-origin", "none")
+
+
+async def play_start(request: web.Request) -> web.Response:
+    from trade_eval.policy import POLICIES
+
+    if not same_site(request):
+        raise web.HTTPForbidden(text="plays start only from the dashboard's own page")
+    form = await request.post()
+    try:
+        date = dt.date.fromisoformat(str(form.get("date", "")))
+    except ValueError:
+        return page("play.html.j2", policies=sorted(POLICIES.all()), can_play=True, error="date: YYYY-MM-DD")
+    try:
+        play = request.app[PLAYS].start(date, str(form.get("policy", "hold")), str(form.get("base_url", "")).strip(),
+                                        str(form.get("model", "")).strip())  # fmt: skip
+    except TradeError as error:
+        return page("play.html.j2", policies=sorted(POLICIES.all()), can_play=True, error=error.one_line())
+    raise web.HTTPSeeOther(f"/play/watch?id={play.number}")
+
+
+async def play_watch(request: web.Request) -> web.Response:
+    play = request.app[PLAYS].by_number.get(number(request, "id"))
+    if play is None:
+        raise web.HTTPNotFound(text="no such play")
+    return page("watch.html.j2", play=play)
+
+
+async def play_live(request: web.Request) -> web.Response:
+    play = request.app[PLAYS].by_number.get(number(request, "id"))
+    if play is None:
+        raise web.HTTPNotFound(text="no such play")
+    return web.json_response(play.live())
+
+
+def make_app(root: Path, data: Path | None = None) -> web.Application:
+    """The dashboard over the run folders under ``root`` (plays need ``data``, a dataset folder)."""
+    app = web.Application()
+    app[ROOT] = Path(root).resolve()
+    app[STATES] = States(app[ROOT])
+    app[PLAYS] = Plays(app[ROOT], data)
+    app.router.add_get("/", index)
+    app.router.add_get("/run", run_page)
+    app.router.add_get("/day", day_page)
+    app.router.add_get("/step", step_page)
+    app.router.add_get("/compare", compare_page)
+    app.router.add_get("/nav.png", nav_png)
+    app.router.add_get("/state", files_state)
+    app.router.add_get("/play", play_form)
+    app.router.add_post("/play", play_start)
+    app.router.add_get("/play/watch", play_watch)
+    app.router.add_get("/play/live", play_live)
+    return app
+
+
+def started(host: str, port: int) -> str:
+    return f"dashboard on http://{host}:{port}/ (Ctrl-C stops it) at {time.strftime('%H:%M:%S')}"

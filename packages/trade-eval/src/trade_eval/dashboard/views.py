@@ -1,0 +1,272 @@
+"""What each page shows, as plain dicts for the templates: the run list with headline numbers, a run's days or
+episodes (filtered, a page at a time), a training run's steps, one day with its conversation and orders, and
+two runs side by side."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from trade_core.errors import error_line
+from trade_eval.dashboard.records import Line
+from trade_eval.dashboard.state import RunState
+from trade_eval.report.page import conventions_lines, message_view, metrics_table, orders_view
+from trade_eval.report.runs import finite
+from trade_eval.runfolder import DAYS, DayRecord
+from trade_eval.tasks_eval import EPISODES, EpisodeRecord
+from trade_tools.trajectory import Trajectory
+
+PAGE = 200
+"""Rows of a run's table per page."""
+FILTERS = {"all": "every row", "losing": "losing days", "failed": "failed or not stopped", "errors": "tool errors"}
+
+
+def _flagged(value: dict[str, Any]) -> bool:
+    return value.get("status") != "done" or value.get("episode_status") != "stopped"
+
+
+def _reason(value: dict[str, Any]) -> str:
+    rewards = value.get("rewards")
+    first = next(iter(rewards.values()), None) if isinstance(rewards, dict) and rewards else None
+    failure = first.get("failure") if isinstance(first, dict) else None
+    return str(value.get("reason") or failure or "")
+
+
+def backtest_rows(state: RunState, initial_cash: float | None) -> list[dict[str, Any]]:
+    """Each line of days.jsonl with its day return (from the previous readable day's NAV)."""
+    rows, previous = [], initial_cash
+    for line in state.records():
+        row = row_of(line)
+        nav = finite(row.get("nav"))
+        row["day_return"] = nav / previous - 1 if nav is not None and previous else None
+        previous = nav if nav is not None else previous
+        rows.append(row)
+    return rows
+
+
+def row_of(line: Line) -> dict[str, Any]:
+    value = line.value or {}
+    holdings = value.get("holdings") if isinstance(value.get("holdings"), dict) else {}
+    return {
+        **value,
+        "n": line.number,
+        "problem": line.problem,
+        "flagged": line.value is not None and _flagged(value),
+        "why": _reason(value),
+        "holdings": holdings,
+        "scores": {k: v.get("score") for k, v in (value.get("rewards") or {}).items() if isinstance(v, dict)},
+    }
+
+
+def select(rows: list[dict[str, Any]], show: str, reason: str, symbol: str, state: RunState) -> list[dict[str, Any]]:
+    """The rows a filter keeps; a broken line is kept whatever the filter (it is an error to see)."""
+    if show == "losing":
+        rows = [r for r in rows if r["problem"] or (finite(r.get("day_return")) or 0) < 0 or _score(r) < 0]
+    elif show == "failed":
+        rows = [r for r in rows if r["problem"] or r["flagged"]]
+    elif show == "errors":
+        rows = [r for r in rows if r["problem"] or (r.get("tool_errors") or 0) > 0]
+    if reason:
+        rows = [r for r in rows if r["why"] == reason]
+    if symbol:
+        rows = [r for r in rows if r["problem"] or _mentions(r, symbol.strip().upper(), state)]
+    return rows
+
+
+def _score(row: dict[str, Any]) -> float:
+    scores = [finite(v) for v in row["scores"].values()]
+    return next((s for s in scores if s is not None), 0.0)
+
+
+def _mentions(row: dict[str, Any], symbol: str, state: RunState) -> bool:
+    """Held at the close, or named anywhere in the day's trajectory (its line searched as bytes, not parsed)."""
+    if symbol in row["holdings"]:
+        return True
+    index = state.trajectory_index()
+    number = index.keys.get(str(row.get("trajectory_id"))) if index else None
+    return number is not None and symbol.encode() in index.read(number)
+
+
+def reasons(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row["why"]:
+            counts[row["why"]] = counts.get(row["why"], 0) + 1
+    return sorted(counts.items(), key=lambda item: -item[1])
+
+
+def headline(state: RunState) -> dict[str, Any]:
+    """The run list's row: what the run is and its main numbers so far."""
+    manifest, summary = state.manifest(), state.summary()
+    settings = manifest.value or {}
+    row: dict[str, Any] = {
+        "name": state.run.name, "kind": state.run.kind, "policy": settings.get("policy", ""),
+        "model": settings.get("model", ""), "numbers": [], "finished": summary.value is not None,
+        "problems": [p for p in (manifest.problem, summary.problem) if p],
+    }  # fmt: skip
+    if state.run.kind == "training":
+        metrics = [line.value for line in state.metrics() if line.value]
+        steps = state.steps()
+        row["count"] = f"{max(len(metrics), len(steps))} steps"
+        if metrics:
+            last = metrics[-1]
+            row["numbers"] = [("reward", _num(last.get("trade/reward/score/mean"))),
+                              ("stop rate", _pct(last.get("trade/stop_rate")))]  # fmt: skip
+        return row
+    lines = state.records()
+    values = [line.value for line in lines if line.value]
+    row["problems"] += [line.problem for line in lines if line.problem][:3]
+    if state.run.kind == "tasks":
+        row["count"] = f"{len(values)} episodes"
+        found = summary.value or {}
+        means = found.get("mean_reward") or {}
+        row["numbers"] = [(f"reward {k}", _num(v)) for k, v in means.items()] + [
+            ("stop rate", _pct(found.get("stop_rate")))
+        ]
+        return row
+    planned = len(settings.get("dates") or [])
+    row["count"] = f"{len(values)}{f' / {planned}' if planned else ''} days"
+    cash, nav = finite(settings.get("initial_cash")), finite(values[-1].get("nav")) if values else None
+    row["numbers"] = [("return", _pct(nav / cash - 1 if nav is not None and cash else None))]
+    rows = (summary.value or {}).get("rows")
+    if isinstance(rows, dict) and isinstance(rows.get("CSI300"), dict):
+        row["numbers"].append(("CSI300", _pct(rows["CSI300"].get("total_return"))))
+    row["numbers"].append(("failed", str(sum(_flagged(v) for v in values))))
+    return row
+
+
+def _num(value: Any) -> str:
+    number = finite(value)
+    return "–" if number is None else f"{number:+.4f}"
+
+
+def _pct(value: Any) -> str:
+    number = finite(value)
+    return "–" if number is None else f"{number:+.2%}"
+
+
+def summary_view(state: RunState) -> dict[str, Any]:
+    """A backtest's metrics table and conventions, as the report shows them."""
+    found = state.summary().value or {}
+    conventions = found.get("conventions") if isinstance(found.get("conventions"), dict) else {}
+    return {"metrics": metrics_table(found.get("rows"), conventions), "conventions": conventions_lines(conventions)}
+
+
+def training_rows(state: RunState) -> list[dict[str, Any]]:
+    """One row per step: the trainer's metrics line where there is one, else what the step's records say."""
+    metrics = {int(v["step"]): v for line in state.metrics() if (v := line.value) and isinstance(v.get("step"), int)}
+    steps = state.steps()
+    return [{"step": step, "has_records": step in steps, "derived": step not in metrics,
+             **_step_numbers(metrics[step] if step in metrics else _derived_metrics(step_rows(state, step)))}
+            for step in sorted(set(metrics) | set(steps))]  # fmt: skip
+
+
+def _derived_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A step's numbers from its records, for a trainer that logged its metrics elsewhere (verl's loggers):
+    mean score, stop rate, tool-error rate and the share of tasks whose records all scored the same."""
+    rows = [r for r in rows if not r["problem"]]
+    if not rows:
+        return {}
+    scores = [s for r in rows if (s := finite(r["score"])) is not None]
+    calls = sum(r["tool_calls"] or 0 for r in rows)
+    groups: dict[str, list[float]] = {}
+    for row in rows:
+        if (score := finite(row["score"])) is not None:
+            groups.setdefault(str(row["task_id"]), []).append(score)
+    return {
+        "trade/trajectories": len(rows),
+        "trade/reward/score/mean": sum(scores) / len(scores) if scores else None,
+        "trade/stop_rate": sum(r["status"] == "stopped" for r in rows) / len(rows),
+        "trade/tool_error_rate": sum(r["tool_errors"] or 0 for r in rows) / calls if calls else 0.0,
+        "trade/zero_variance_groups": sum(max(g) - min(g) <= 1e-12 for g in groups.values()) / len(groups)
+        if groups else None,
+    }  # fmt: skip
+
+
+def _step_numbers(metrics: dict[str, Any]) -> dict[str, Any]:
+    parts = {k.removeprefix("trade/reward/").removesuffix("/mean"): v for k, v in metrics.items()
+             if k.startswith("trade/reward/")}  # fmt: skip
+    return {
+        "rewards": parts, "trajectories": metrics.get("trade/trajectories"),
+        "stop_rate": metrics.get("trade/stop_rate"), "tool_error_rate": metrics.get("trade/tool_error_rate"),
+        "zero_variance": metrics.get("trade/zero_variance_groups"),
+    }  # fmt: skip
+
+
+def step_rows(state: RunState, step: int) -> list[dict[str, Any]]:
+    """A training step's trajectories, each from its own line."""
+    index = state.trajectory_index(step)
+    rows = []
+    for number in range(len(index) if index else 0):
+        try:
+            value = json.loads(index.read(number))  # type: ignore[union-attr]
+        except ValueError as error:
+            rows.append({"n": number, "problem": f"line {number + 1}: not JSON ({error.__class__.__name__})"})
+            continue
+        episode, reward = value.get("episode") or {}, value.get("reward") or {}
+        rows.append({"n": number, "problem": "", "task_id": value.get("task_id"), "score": reward.get("score"),
+                     "failure": reward.get("failure"), "status": episode.get("status"),
+                     "reason": episode.get("status_reason"), "tool_calls": episode.get("tool_calls"),
+                     "tool_errors": episode.get("tool_errors"), "turns": episode.get("turns")})  # fmt: skip
+    return rows
+
+
+def record_of(state: RunState, number: int) -> tuple[dict[str, Any] | None, str]:
+    """A day's (or episode's) record, validated, or what is wrong with its line."""
+    lines = state.records()
+    if not 0 <= number < len(lines):
+        return None, f"no line {number + 1} in {EPISODES if state.run.kind == 'tasks' else DAYS}"
+    line = lines[number]
+    if line.value is None:
+        return None, line.problem
+    model = EpisodeRecord if state.run.kind == "tasks" else DayRecord
+    try:
+        return model.model_validate(line.value).model_dump(mode="json"), ""
+    except ValidationError as error:
+        return None, f"line {number + 1}: not a {model.__name__} ({error_line(error)})"
+
+
+def trajectory_view(trajectory: Trajectory) -> dict[str, Any]:
+    """The orders (fills with costs, refusals with the Episode's reasons), the portfolio before and after, the
+    reward breakdown and the conversation, with real symbols and dates where the model read aliases."""
+    episode = trajectory.episode
+    task = episode.task
+    before = [{"symbol": s, "shares": n, "cost": task.cost_basis.get(s)} for s, n in sorted(task.holdings.items())]
+    after = [
+        {"symbol": s, "shares": p.shares, "cost": p.cost} for s, p in sorted(episode.positions.items()) if p.shares
+    ]
+    return {
+        "id": trajectory.id, "task_id": trajectory.task_id, "source": trajectory.source, "step": trajectory.step,
+        "date": str(task.date), "status": episode.status, "status_reason": episode.status_reason,
+        **orders_view(episode),
+        "before": {"cash": task.cash, "positions": before, "value": episode.value_before},
+        "after": {"cash": episode.cash, "positions": after},
+        "reward": trajectory.reward.model_dump(mode="json") if trajectory.reward else None,
+        "messages": [message_view(m, episode.reveal) for m in trajectory.messages],
+        "anonymized": episode.aliases is not None, "tool_calls": episode.tool_calls,
+        "tool_errors": episode.tool_errors, "turns": episode.turns,
+    }  # fmt: skip
+
+
+def side_by_side(a: RunState, b: RunState) -> dict[str, Any]:
+    """Two runs' rows paired on the same day (backtests) or the same task and sample (tasks runs)."""
+
+    def keyed(state: RunState) -> dict[str, dict[str, Any]]:
+        cash = finite((state.manifest().value or {}).get("initial_cash"))
+        rows = (
+            backtest_rows(state, cash) if state.run.kind == "backtest" else [row_of(line) for line in state.records()]
+        )
+        return {_pair_key(r): r for r in rows if not r["problem"]}
+
+    left, right = keyed(a), keyed(b)
+    common = sorted(set(left) & set(right))
+    return {"a": a.run.name, "b": b.run.name, "pairs": [(key, left[key], right[key]) for key in common],
+            "only_a": len(left) - len(common), "only_b": len(right) - len(common)}  # fmt: skip
+
+
+def _pair_key(row: dict[str, Any]) -> str:
+    if "task_id" in row:
+        return f"{row.get('date')} {row.get('task_id')} #{row.get('sample')}"
+    return str(row.get("date"))
