@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -60,17 +61,28 @@ def test_each_rule_counts_what_it_removed_in_order(
     done = distill(str(backtest_run), str(tasks_run), str(edited), "--out", str(out))
     assert done.exit_code == 0, done.output
     assert done.output.splitlines() == [
-        "read 13 trajectories from 3 input(s)",
+        "read 16 trajectories from 3 input(s)",
         "  malformed-calls  removed 2 (1 malformed tool call, 1 tool-call markup left as text)",
         "  not-stopped      removed 1 (1 status truncated)",
-        "  nav-return       removed 5 (3 no reward or ground truth, 2 return below threshold) [threshold=0.0]",
+        "  nav-return       removed 4 (4 return below threshold) [threshold=0.0]",
         "  duplicates       removed 1 (1 duplicate conversation)",
-        f"kept 4 -> {out}",
+        f"kept 8 -> {out}",
     ]
-    inputs = [t.id for t in read_trajectories(tasks_run / "trajectories.jsonl")]
+    inputs = [t.id for run in (backtest_run, tasks_run) for t in read_trajectories(run / "trajectories.jsonl")]
     kept = [t.id for t in read_trajectories(out)]
     assert kept == [i for i in inputs if i in kept] and WINNER in {t.task_id for t in read_trajectories(out)}
     assert all(json.loads(line)["version"] == 2 for line in out.read_text().splitlines())
+
+
+def test_a_backtest_day_is_kept_when_the_nav_rose_at_the_next_close(backtest_run: Path, tmp_path: Path) -> None:
+    """The rule reads the ground truth the backtest attaches; the check reads only the backtest's own NAVs."""
+    days = [json.loads(line) for line in (backtest_run / "days.jsonl").read_text().splitlines()]
+    rose = [after["value_before"] > day["value_before"] for day, after in itertools.pairwise(days)]
+    out = tmp_path / "kept.jsonl"
+    done = distill(str(backtest_run), "--rule", "nav-return", "--out", str(out))
+    assert done.exit_code == 0, done.output
+    kept = {t.task_id for t in read_trajectories(out)}
+    assert [f"backtest-{day['date']}" in kept for day in days[:-1]] == rose and True in rose and False in rose
 
 
 def test_dry_run_only_counts(tasks_run: Path, tmp_path: Path) -> None:

@@ -48,7 +48,8 @@ def test_missing_arguments_and_unknown_names_are_one_line(tasks: Path, tmp_path:
     run_dir = ["--run-dir", str(tmp_path / "run"), "--dry-run"]  # a launch would add the device stack's lines
     m = "Qwen/Qwen3-4B"  # a hub id: nothing to check here, so each case has one problem
     for args, expected in [
-        (run_dir, "--model and --tasks are required"),
+        (run_dir, "--model is required"),
+        (["--model", m, *run_dir], "--tasks is required"),
         (["--model", m, "--tasks", str(tmp_path), *run_dir], "is not a tasks folder (no manifest.json)"),
         (["--model", m, "--tasks", str(tasks), "--trainer", "ppo-magic", *run_dir], "unknown trainer 'ppo-magic'"),
         (["--model", m, "--tasks", str(tasks), "--reward", "sharpe", *run_dir], "unknown reward scheme 'sharpe'"),

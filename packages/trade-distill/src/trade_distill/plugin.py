@@ -1,4 +1,4 @@
-"""trade-distill's built-in plugin: its hookspecs, the built-in filters and ``trade distill``."""
+"""trade-distill's built-in plugin: its hookspecs, the built-in filters, the swift-lora trainer, ``trade distill``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from trade_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from trade_distill.filters import Filter
+    from trade_train.trainer import Trainer
 
 
 @hookimpl
@@ -27,6 +28,13 @@ def trade_register_filters(register: Callable[[Filter], None]) -> None:
 
     for item in BUILTIN_FILTERS:
         register(item())
+
+
+@hookimpl
+def trade_register_trainers(register: Callable[[Trainer], None]) -> None:
+    from trade_distill.swift_lora import SwiftLoRA
+
+    register(SwiftLoRA())
 
 
 @hookimpl

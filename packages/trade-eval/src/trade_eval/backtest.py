@@ -11,6 +11,10 @@ Conventions (the README states them too):
 - The pool is drawn once (seeded) from the universe's members trading on the first day, or read from a
   file; each day it is those still members (a file's stocks: still listed) and trading that day, and held
   stocks can always be traded (``Episode.in_pool``).
+- Each day's trajectory carries the day's ground truth (the forward prices of its pool and holdings over the
+  reward's horizon, :func:`trade_reward.forward.ground_truth`) when the data holds those days, so it can be scored
+  like a single-day task (``trade distill filter``'s nav-return rule); it is written after the day is played and
+  never reaches the policy.
 - Fills stand on every day the policy played, however its day ended (stopped, truncated, no tool call, left
   open: then ended as failed). A day the policy could not play (:class:`~trade_eval.policy.PolicyUnavailable`,
   or a policy that raised) is ``failed``: the morning's portfolio is held, its reason recorded.
@@ -52,9 +56,10 @@ from trade_eval.runfolder import (
     write_json,
 )
 from trade_eval.uncertainty import Bootstrap, intervals
+from trade_reward.forward import HORIZON, ground_truth
 from trade_tools.day import TradingDay
 from trade_tools.episode import MAX_TURNS, Episode, EpisodeSettings
-from trade_tools.records import Task
+from trade_tools.records import GroundTruth, Task
 from trade_tools.rules import ExecutionRules
 from trade_tools.tasks import draw_pool, task_rng
 from trade_tools.trajectory import Trajectory
@@ -162,6 +167,13 @@ class Backtest:
         episode = Episode.start(task, self.store, rules=self.rules, settings=self.settings)
         return TradingDay(episode, None if policy.reads_prompt else []), dividends
 
+    def truth(self, task: Task) -> GroundTruth | None:
+        """The forward prices of every stock the day can end holding, or None where the data ends before the
+        reward's horizon (the last days of the calendar)."""
+        if self.store.day_index(task.date) + HORIZON >= len(self.store.calendar):
+            return None
+        return ground_truth(self.store, task.date, [*task.pool, *task.holdings])
+
     async def play(
         self, policy: Policy, settings: RunSettings, account: Account, index: int
     ) -> tuple[DayRecord, Trajectory]:
@@ -180,7 +192,7 @@ class Backtest:
             episode.end("failed", failure)
         elif day.is_open:
             episode.end("failed", LEFT_OPEN)
-        trajectory = day.to_trajectory("backtest", model=settings.model)
+        trajectory = day.to_trajectory("backtest", model=settings.model, ground_truth=self.truth(episode.task))
         fills = [] if failure else [a.fill for a in episode.actions if a.fill is not None]
         orders = [a for a in episode.actions if a.type != "stop"]
         held = [(s, p) for s, p in sorted(episode.positions.items()) if p.shares]

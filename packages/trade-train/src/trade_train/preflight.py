@@ -50,6 +50,8 @@ def dataset_path(spec: TrainSpec, manifest: Manifest) -> Path:
 
 def tasks_problems(spec: TrainSpec) -> list[TradeError]:
     """The tasks folder holds a manifest and every split in ``SPLITS``; the dataset its tools read is there."""
+    if spec.tasks is None:
+        return [TradeError("--tasks is required", hint="a folder from `trade data tasks`")]
     try:
         manifest = read_manifest(spec.tasks)
     except TradeError as error:

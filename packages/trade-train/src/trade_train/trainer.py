@@ -24,7 +24,8 @@ class TrainSpec(BaseModel):
     """What the user asked for on the command line."""
 
     model: str = Field(description="model folder (HF format) or hub id reachable from the training machine")
-    tasks: Path = Field(description="folder written by `trade data tasks` (train.jsonl, val.jsonl, manifest.json)")
+    tasks: Path | None = Field(None, description="folder of `trade data tasks` (train.jsonl, val.jsonl, manifest.json)")
+    dataset: Path | None = Field(None, description="rows file, for a trainer that reads one (swift-lora)")
     data: Path | None = Field(None, description="dataset the tools read; default: the one in the tasks manifest")
     device: Literal["npu", "gpu", "cpu"] = "npu"
     nodes: int = Field(1, ge=1)

@@ -6,27 +6,11 @@ from pathlib import Path
 
 import click
 
-from trade_core.errors import TradeError
 from trade_core.params import settings_from
 from trade_distill.builtin import BUILTIN_FILTERS
 from trade_distill.filters import FILTERS, apply, configure
-from trade_tools.trajectory import Trajectory, read_trajectories, write_trajectories
-
-FOLDER_LAYOUTS = ("trajectories.jsonl", "trajectories/*.jsonl", "rollouts/trajectories/*.jsonl")
-"""Where a run folder keeps trajectories: trade eval (backtest, tasks); verl's rollout folder or training run."""
-
-
-def trajectory_files(source: Path) -> list[Path]:
-    """The trajectory files of a file or run folder; a training run's steps in step order."""
-    if source.is_file():
-        return [source]
-    if not source.is_dir():
-        raise TradeError(f"{source}: no such file or folder")
-    for layout in FOLDER_LAYOUTS:
-        found = sorted(source.glob(layout), key=lambda path: (len(path.stem), path.stem))
-        if found:
-            return found
-    raise TradeError(f"{source}: no trajectories found", hint=f"looked for {', '.join(FOLDER_LAYOUTS)}")
+from trade_distill.inputs import read_sources
+from trade_tools.trajectory import write_trajectories
 
 
 @click.command("filter")
@@ -45,9 +29,7 @@ def filter_command(
     """Keep the good trajectories of RUN_DIR_OR_FILE... (trade eval runs, verl rollouts, trajectory files)."""
     chosen = [FILTERS.get(name) for name in rules] or [FILTERS.get(item.name) for item in BUILTIN_FILTERS]
     options = configure(chosen, settings_from(pairs, example="nav-return.threshold=0.01"))
-    trajectories: list[Trajectory] = [
-        t for source in sources for path in trajectory_files(source) for t in read_trajectories(path)
-    ]
+    trajectories = read_sources(sources)
     kept, removed = apply(trajectories, chosen, options)
     width = max(len(rule.name) for rule in chosen)
     click.echo(f"read {len(trajectories)} trajectories from {len(sources)} input(s)")

@@ -24,13 +24,15 @@ class TrainGroup(click.Group):
 @click.option("--trainer", "trainer_name", default="verl-grpo", show_default=True, help="Trainer plugin to use.")
 @click.option("--model", help="Model folder (HF format) to train, or a hub id ORG/NAME, e.g. /models/Qwen3-4B.")
 @click.option("--tasks", type=click.Path(path_type=Path), help="Folder from `trade data tasks`.")
+@click.option("--dataset", type=click.Path(path_type=Path),
+              help="Rows file for a trainer that reads one, not tasks (swift-lora: trade distill export).")  # fmt: skip
 @click.option("--data", type=click.Path(path_type=Path), help="Dataset for the tools (default: the tasks' dataset).")
 @click.option(
     "--device",
     type=click.Choice(["npu", "gpu", "cpu"]),
     default="npu",
     show_default=True,
-    help="cpu: the trl-grpo trainer only.",
+    help="cpu: the trl-grpo and swift-lora trainers.",
 )
 @click.option("--nodes", default=1, type=click.IntRange(min=1), show_default=True, help="Ray nodes.")
 @click.option("--gpus-per-node", default=8, type=click.IntRange(min=1), show_default=True,
@@ -42,11 +44,11 @@ class TrainGroup(click.Group):
 @click.option("--tool-format", help="verl multi_turn.format (default: hermes for Qwen3, qwen3_coder for Qwen3.5).")
 @click.option("--dry-run", is_flag=True, help="Write the run folder, print the command, validate with verl; no launch.")
 @click.pass_context
-def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks: Path | None, data: Path | None,
-                device: str, nodes: int, gpus_per_node: int, reward: str, run_dir: Path | None,
+def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks: Path | None, dataset: Path | None,
+                data: Path | None, device: str, nodes: int, gpus_per_node: int, reward: str, run_dir: Path | None,
                 loggers: tuple[str, ...], tool_format: str | None, dry_run: bool) -> None:  # fmt: skip
     """Train the trading agent; everything after `--` goes to the trainer (Hydra overrides for verl-grpo, KEY=VALUE
-    settings for trl-grpo).
+    settings for trl-grpo, `swift sft` flags for swift-lora).
 
     \b
     trade train --model Qwen3-4B --tasks tasks --device npu --dry-run
@@ -59,11 +61,13 @@ def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks:
 
     from trade_train.trainer import TRAINERS, TrainSpec
 
-    if not model or not tasks:
-        raise TradeError("--model and --tasks are required", hint="see `trade train --help`")
-    spec = TrainSpec(
-        model=model, tasks=tasks, data=data, device=device, nodes=nodes, gpus_per_node=gpus_per_node, reward=reward,
-        run_dir=run_dir or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S"), logger=loggers,
+    if not model:
+        raise TradeError("--model is required", hint="a model folder (HF format) or a hub id ORG/NAME")
+    if tasks and dataset:
+        raise TradeError("--tasks and --dataset are two kinds of training data", hint="pass the one your trainer reads")
+    spec = TrainSpec(  # the trainer's preflight says which of tasks and dataset it needs
+        model=model, tasks=tasks, dataset=dataset, data=data, device=device, nodes=nodes, gpus_per_node=gpus_per_node,
+        reward=reward, run_dir=run_dir or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S"), logger=loggers,
         tool_format=tool_format, overrides=ctx.meta.get("trade.overrides", ()),
     )  # fmt: skip
     trainer = TRAINERS.get(trainer_name)
@@ -75,7 +79,7 @@ def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks:
     plan = trainer.plan(spec)
     plan.write()
     click.echo(f"run folder {plan.run_dir}: {', '.join(sorted([*plan.files, 'command.sh', 'env.json']))}")
-    click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items())) + " " + shlex.join(plan.command))
+    click.echo(" ".join([*(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items())), shlex.join(plan.command)]))
     summary = trainer.check(plan)  # a wrong override fails here in one line, not after Ray has started
     if dry_run:
         click.echo(summary)
