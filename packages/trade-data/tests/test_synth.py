@@ -15,7 +15,7 @@ from trade_core.errors import TradeError
 from trade_core.plugins import get_manager
 from trade_data.qlib_dir import read_meta, read_table_back, read_universe
 from trade_data.symbols import CHINEXT_20PCT_FROM, Board, board_of, is_valid_symbol
-from trade_data.synth import INDEX_BASES, SyntheticMarket, generate_market, write_synthetic_market
+from trade_data.synth import INDEX_BASES, STREAM_BLOCK, SyntheticMarket, generate_market, write_synthetic_market
 from trade_data.table import validate_table
 
 SYMBOLS = 60
@@ -293,3 +293,43 @@ def test_cli_refuses_a_foreign_folder_and_real_data(tmp_path: Path) -> None:
     (real / "instruments" / "all.txt").write_text("SH600000\t2020-01-02\t2020-01-02\n")
     with pytest.raises(TradeError, match="real market data"):
         write_synthetic_market(real, symbols=10, start=dt.date(2020, 1, 1), end=dt.date(2020, 6, 30))
+
+
+@pytest.fixture(scope="module")
+def streamed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("streamed") / "m"
+    return write_synthetic_market(out, symbols=600, start="2020-01-01", end="2021-06-30", seed=2, stream=True)
+
+
+def test_a_market_streamed_in_blocks_is_one_market(streamed: Path) -> None:
+    from trade_data.store import MarketStore
+
+    store = MarketStore.load(streamed)
+    assert len(store.symbols) == 603 and read_meta(streamed).parameters["stream_block"] == STREAM_BLOCK
+    last = store.asof(store.calendar[-1])
+    assert (len(last.members("csi300")), len(last.members("csi500"))) == (300, 200)
+    returns = pd.DataFrame(store.adjusted["close"], columns=store.symbols).pct_change(fill_method=None)
+    first_block, last_block = returns.iloc[:, 3:203], returns.iloc[:, -200:]  # simulated apart
+    across = first_block.corrwith(last_block.set_axis(first_block.columns, axis=1)).mean()
+    assert across > 0.1  # the market factor is shared between blocks
+    members = store.membership("csi300")
+    weights = np.where(members & store.traded, np.nan_to_num(store.previous_close), 0.0)
+    mean_move = (np.nan_to_num(returns.to_numpy()) * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    index_move = returns["SH000300"].to_numpy()
+    assert np.corrcoef(mean_move[1:], index_move[1:])[0, 1] > 0.9  # the index weighs members of every block
+
+
+def test_streamed_markets_are_reproducible(streamed: Path, tmp_path: Path) -> None:
+    again = write_synthetic_market(
+        tmp_path / "m", symbols=600, start="2020-01-01", end="2021-06-30", seed=2, stream=True
+    )
+    for name in ("close", "volume", "factor"):
+        for symbol in ("sh600000", "sh000300", "sz300001"):
+            path = Path("features") / symbol / f"{name}.day.bin"
+            assert (again / path).read_bytes() == (streamed / path).read_bytes()
+
+
+def test_a_market_over_the_streamed_limit_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TradeError, match="too large"):
+        write_synthetic_market(tmp_path / "m", symbols=6000, start="1990-01-01", end="2020-12-31")
+    assert not (tmp_path / "m").exists()

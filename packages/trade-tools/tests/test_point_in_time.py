@@ -162,7 +162,7 @@ def test_a_plugin_tool_finds_no_way_past_t0(real_store: MarketStore) -> None:
         assert episode.call("snoop", {}) == "好"
     future = [values[index + 1 :] for values in _store_arrays(real_store)]
     arrays = [obj for obj in reached if isinstance(obj, np.ndarray)]
-    assert len(arrays) > 20 and any(obj is episode.view for obj in reached)  # it did look
+    assert len(arrays) >= 20 and any(obj is episode.view for obj in reached)  # it did look
     # The rules' schedules (a stamp duty from 2023-08-28, ...) are regulation with its dates, not market data.
     schedule = {id(obj) for obj in reachable(episode.rules)}
     for obj in reached:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel
 
+from trade_data.cache import CACHE_FOLDER, cached_tables
 from trade_data.qlib_dir import (
     list_universes,
     read_calendar,
@@ -44,6 +45,10 @@ class DatasetInfo(BaseModel):
     """Stock-days inside a stock's listed span without a bar or with no volume (not traded)."""
     warnings: list[str]
     """What a reader of this dataset should know, e.g. a universe that ends before the data."""
+    bytes_on_disk: int
+    """The dataset's own files (bars, calendar, instruments, trade.json)."""
+    precomputed: dict[str, int]
+    """Bytes of each table precomputed from the bars (``store``, ``table-indicators``, ...), stored in the dataset."""
 
     def to_text(self) -> str:
         kind = "SYNTHETIC market (not real data)" if self.synthetic else "real market data"
@@ -58,8 +63,21 @@ class DatasetInfo(BaseModel):
                 f"universe    {u.name}: {u.symbols} symbols ({u.with_data} with bars), "
                 f"{u.members_first_day} members on the first day, {u.members_last_day} on the last"
             )
+        lines.append(f"on disk     {_megabytes(self.bytes_on_disk)} of bars")
+        built = ", ".join(f"{name} {_megabytes(size)}" for name, size in self.precomputed.items())
+        lines.append(f"precomputed {built or 'none yet (built on the first MarketStore.load)'}")
         lines += [f"warning     {warning}" for warning in self.warnings]
         return "\n".join(lines)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB"
+
+
+def _dataset_bytes(folder: Path) -> int:
+    """Bytes of the dataset's files, the precomputed tables left out."""
+    cache = folder / CACHE_FOLDER
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and cache not in p.parents)
 
 
 def _members_on(members, day) -> int:  # type: ignore[no-untyped-def]
@@ -110,6 +128,8 @@ def dataset_info(folder: Path) -> DatasetInfo:
         trading_days=len(calendar),
         universes=universes,
         suspended_days=suspended,
+        bytes_on_disk=_dataset_bytes(folder),
+        precomputed={name.rsplit("-", 1)[0]: size for name, size in cached_tables(folder)},
         warnings=[
             f"universe {name} ends {end:%Y-%m-%d}, before the data ({last:%Y-%m-%d}): later days have no members"
             for name, end in ending_early(members_of, last).items()

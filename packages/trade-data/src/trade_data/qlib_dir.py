@@ -143,27 +143,52 @@ def write_dataset(
 ) -> Path:
     """Validate ``table`` and write it as a Qlib provider dir at ``out``, atomically.
 
-    Everything is written into a temporary sibling folder that replaces ``out`` only when
-    complete, so a failure leaves any previous dataset at ``out`` untouched. ``calendar``
-    defaults to the table's dates; ``universes`` maps a name to membership intervals.
+    ``calendar`` defaults to the table's dates; ``universes`` maps a name to membership intervals.
+    """
+    cal = calendar if calendar is not None else sorted(table["date"].unique())
+    return write_dataset_blocks(
+        [table], out, meta=meta, calendar=cal, universes=universes or {}, source=source, progress=progress
+    )
+
+
+def write_dataset_blocks(
+    tables: Iterable[pd.DataFrame],
+    out: Path,
+    *,
+    meta: DatasetMeta,
+    calendar: Sequence[pd.Timestamp],
+    universes: Mapping[str, pd.DataFrame],
+    source: str = "table",
+    progress: bool = False,
+) -> Path:
+    """Write ``tables`` (blocks of whole symbols, each validated) as one Qlib provider dir at ``out``, atomically.
+
+    One block is in memory at a time, so a generator can stream a market larger than memory.
+    ``universes`` is read once every block is written (the generator may fill it as it goes).
+    Everything is written into a temporary sibling folder that replaces ``out`` only when complete,
+    so a failure leaves any previous dataset at ``out`` untouched.
     """
     out = Path(out)
-    for name in universes or {}:
+    for name in universes:
         check_universe_name(name)
-    cal = pd.DatetimeIndex(calendar if calendar is not None else sorted(table["date"].unique())).as_unit("ns")
-    frame = validate_table(table, calendar=cal, source=source)
-    if frame.empty:
-        raise DataValidationError(f"{source}: the table has no rows")
+    cal = pd.DatetimeIndex(calendar).as_unit("ns")
     with staging_folder(out) as staging:
         (staging / "calendars").mkdir()
         (staging / "instruments").mkdir()
         (staging / "calendars" / "day.txt").write_text("".join(f"{d:%Y-%m-%d}\n" for d in cal))
-        spans = frame.groupby("symbol")["date"].agg(["min", "max"]).reset_index()
-        spans.columns = ["symbol", "start", "end"]
-        _write_instruments(staging / "instruments" / "all.txt", spans)
-        for name, members in (universes or {}).items():
+        spans = []
+        for table in tables:
+            frame = validate_table(table, calendar=cal, source=source)
+            spans.append(frame.groupby("symbol")["date"].agg(["min", "max"]).reset_index())
+            _write_features(staging, frame, cal, progress)
+        listed = pd.concat(spans, ignore_index=True).sort_values("symbol", kind="stable")
+        if listed.empty:
+            raise DataValidationError(f"{source}: the table has no rows")
+        listed.columns = ["symbol", "start", "end"]
+        _write_instruments(staging / "instruments" / "all.txt", listed)
+        for name, members in universes.items():
+            check_universe_name(name)
             _write_instruments(staging / "instruments" / f"{name}.txt", members.sort_values(["symbol", "start"]))
-        _write_features(staging, frame, cal, progress)
         (staging / META_FILE).write_text(meta.model_dump_json(indent=2) + "\n")
         swap_into_place(staging, out)
     return out

@@ -1,7 +1,8 @@
-"""``MarketStore``: a dataset in memory as (dates x symbols) arrays, read point in time.
+"""``MarketStore``: a dataset as memory-mapped (dates x symbols) arrays, read point in time.
 
-Tool calls inside RL rollouts read bars thousands of times a second, so everything is
-loaded once into numpy arrays and every read is an index lookup. Reads happen through a
+Tool calls inside RL rollouts read bars thousands of times a second, so every read is an index
+lookup into numpy arrays: memory-mapped from the dataset's precomputed files (:mod:`trade_data.columns`),
+so every process on a node shares one copy. Reads happen through a
 :class:`PointInTimeView` bound to a day T0: it only holds array slices that end at T0, so no
 method can return anything dated after T0, whatever the caller asks for.
 """
@@ -9,6 +10,7 @@ method can return anything dated after T0, whatever the caller asks for.
 from __future__ import annotations
 
 import datetime as dt
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -17,47 +19,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from trade_data.bar_tables import BarTable, BarTables
+from trade_data.cache import dataset_fingerprint
+from trade_data.columns import PRICE_FIELDS, limit_hits, store_arrays
 from trade_data.errors import DatasetError
 from trade_data.qlib_dir import (
     DatasetMeta,
     list_universes,
-    member_days,
     read_calendar,
-    read_feature,
     read_instruments_file,
     read_meta,
-    read_universe,
     require_dataset,
     settle,
 )
-from trade_data.symbols import PRICE_LIMITS, Board, PriceLimit, board_of, limit_fractions, limit_pct
+from trade_data.symbols import PRICE_LIMITS, Board, PriceLimit, board_of, limit_pct
 
-PRICE_FIELDS = ("open", "high", "low", "close")
 BAR_FIELDS = (*PRICE_FIELDS, "volume")
-_STORED = ("open", "high", "low", "close", "volume", "factor")
-
-
-def _round_cents(values: np.ndarray) -> np.ndarray:
-    """Round half up to the cent, the way exchanges round prices (np.round rounds half to even)."""
-    return np.floor(values * 100.0 + 0.5 + 1e-9) / 100.0
-
-
-def _limit_hits(
-    close: np.ndarray | float,
-    previous_close: np.ndarray | float,
-    factor: np.ndarray | float,
-    fraction: np.ndarray | float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Whether closes sit at the limit-up / limit-down price (arrays or single values; NaN anywhere: no).
-
-    The reference is the last traded close, ex-right adjusted to today's factor and rounded to the cent;
-    the limit price moves it by the board's fraction and is rounded again, as the exchanges do.
-    """
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reference = _round_cents(previous_close / factor)
-        up = close >= _round_cents(reference * (1 + fraction)) - 1e-6
-        down = close <= _round_cents(reference * (1 - fraction)) + 1e-6
-    return up, down
 
 
 @dataclass(frozen=True)
@@ -79,7 +56,7 @@ class Bars:
 
 
 class MarketStore:
-    """Every bar of a dataset, held as float64 arrays indexed [day, symbol]."""
+    """Every bar of a dataset as read-only, memory-mapped float64 arrays indexed [day, symbol]."""
 
     def __init__(self, path: Path) -> None:
         self.path = require_dataset(settle(Path(path)))
@@ -90,43 +67,31 @@ class MarketStore:
         listed = read_instruments_file(self.path / "instruments" / "all.txt")
         self.symbols: list[str] = list(listed["symbol"])
         self.column = {s: j for j, s in enumerate(self.symbols)}
-        days, n = len(self.calendar), len(self.symbols)
-        stored = {name: np.full((days, n), np.nan) for name in _STORED}
-        for j, symbol in enumerate(self.symbols):
-            for name in _STORED:
-                start, values = read_feature(self.path, symbol, name)
-                stored[name][start : start + values.size, j] = values
-        factor = stored["factor"]
-        self.adjusted = {name: stored[name] for name in PRICE_FIELDS}
-        self.raw = {name: stored[name] / factor for name in PRICE_FIELDS}
-        is_stock = np.array([board_of(s) is not Board.INDEX for s in self.symbols])
-        for name in PRICE_FIELDS:
-            self.raw[name][:, is_stock] = _round_cents(self.raw[name][:, is_stock])
-        self.volume = np.round(stored["volume"] * factor)  # Qlib stores shares / factor, in float32
-        self._stored_volume = stored["volume"]
-        self.factor = factor
-        self.traded = self.volume > 0
-        has_bar = ~np.isnan(self.adjusted["close"])
-        self.first_day = np.where(has_bar.any(axis=0), has_bar.argmax(axis=0), days)  # first bar, traded or not
-        self._traded_rows = [np.flatnonzero(self.traded[:, j]) for j in range(n)]
-        self._traded_by = np.cumsum(self.traded, axis=0, dtype=np.int32)  # traded days so far: where a view cuts
-        # Adjusted close of the last traded day before each day: the reference for changes and limits.
-        traded_close = np.where(self.traded, self.adjusted["close"], np.nan)
-        self.previous_close = pd.DataFrame(traded_close).ffill().shift(1).to_numpy()
-        self.limit_up, self.limit_down = self._limit_flags()
+        self.fingerprint = dataset_fingerprint(self.path)
+        arrays = store_arrays(self.path, self.symbols, self.calendar, fingerprint=self.fingerprint)
+        self._arrays = arrays
+        self.adjusted = {name: arrays[f"adjusted_{name}"] for name in PRICE_FIELDS}
+        self.raw = {name: arrays[f"raw_{name}"] for name in PRICE_FIELDS}
+        self.volume = arrays["volume"]  # raw shares
+        self._stored_volume = arrays["stored_volume"]  # shares / factor, as Qlib stores it
+        self.factor = arrays["factor"]
+        self.traded = arrays["traded"]
+        self.first_day = arrays["first_day"]  # first bar, traded or not
+        self.traded_offsets = offsets = arrays["traded_offsets"]  # where each symbol's rows start in bar tables
+        self._traded_rows = [arrays["traded_rows"][offsets[j] : offsets[j + 1]] for j in range(len(self.symbols))]
+        self._traded_by = arrays["traded_by"]  # traded days so far: where a view cuts
+        self._traded_by_symbol = arrays["traded_by_symbol"]  # the same, [symbol, day]: a symbol's row is contiguous
+        self._columns: dict[int, dict[str, int]] = {}  # per count of listed symbols: views share them
+        self.previous_close = arrays["previous_close"]  # adjusted close of the last traded day before each day
+        self.limit_up, self.limit_down = arrays["limit_up"], arrays["limit_down"]
         self._membership: dict[str, np.ndarray] = {}
         self._views: dict[int, PointInTimeView] = {}
+        self.bar_tables = BarTables(self)
         self.indices = [s for s in self.symbols if board_of(s) is Board.INDEX]
 
     @classmethod
     def load(cls, path: Path | str) -> MarketStore:
         return cls(Path(path))
-
-    def _limit_flags(self) -> tuple[np.ndarray, np.ndarray]:
-        """Traded days closing at the board's limit under :data:`~trade_data.symbols.PRICE_LIMITS`."""
-        fractions = limit_fractions(self.symbols, self.calendar.date)
-        up, down = _limit_hits(self.raw["close"], self.previous_close, self.factor, fractions)
-        return up & self.traded, down & self.traded
 
     def day_index(self, day: str | dt.date | pd.Timestamp) -> int:
         """Position of a trading day in the calendar; a clear error for anything else."""
@@ -165,14 +130,13 @@ class MarketStore:
     def _until(self, index: int) -> _Past:
         """Everything a view of day ``index`` reads, cut after that day (slices, no copies of the big arrays)."""
         end = index + 1
-        known = np.flatnonzero(self.first_day <= index)
         return _Past(
             date=self.calendar[index].date(),
             synthetic=self.meta.synthetic,
             dates=self.dates[:end],
-            column={self.symbols[j]: int(j) for j in known},
+            column=self._listed_columns(index),
             indices=[s for s in self.indices if self.first_day[self.column[s]] <= index],
-            traded_rows=[rows[:count] for rows, count in zip(self._traded_rows, self._traded_by[index], strict=True)],
+            traded_by=self._traded_by_symbol[:, :end],
             adjusted={name: values[:end] for name, values in self.adjusted.items()},
             raw={name: values[:end] for name, values in self.raw.items()},
             volume=self.volume[:end],
@@ -183,7 +147,17 @@ class MarketStore:
             limit_down=self.limit_down[:end],
             previous_close=self.previous_close[:end],
             membership={name: self.membership(name)[:end] for name in self.universe_names},
+            bar_tables=weakref.ref(self.bar_tables),
         )
+
+    def _listed_columns(self, index: int) -> dict[str, int]:
+        """Column of every symbol with a bar by day ``index``; one dict per number of such symbols (listings only
+        add symbols, so the count names the set), shared by the views of every day with that count."""
+        known = np.flatnonzero(self.first_day <= index)
+        found = self._columns.get(known.size)
+        if found is None:
+            found = self._columns[known.size] = {self.symbols[j]: int(j) for j in known}
+        return found
 
     @cached_property
     def universe_names(self) -> list[str]:
@@ -194,11 +168,7 @@ class MarketStore:
         if universe not in self._membership:
             if universe not in self.universe_names:
                 raise _unknown_universe(universe, self.universe_names)
-            if universe == "all":
-                matrix = np.arange(len(self.dates))[:, None] >= self.first_day[None, :]
-            else:
-                matrix = member_days(read_universe(self.path, universe), self.calendar, self.symbols)
-            self._membership[universe] = matrix
+            self._membership[universe] = self._arrays[f"member-{universe}"]
         return self._membership[universe]
 
 
@@ -217,7 +187,8 @@ class _Past:
     column: dict[str, int]
     """Column of every symbol that had a bar by T0."""
     indices: list[str]
-    traded_rows: list[np.ndarray]
+    traded_by: np.ndarray
+    """[symbol, day]: traded days so far, per symbol (a view finds its traded rows in it)."""
     adjusted: dict[str, np.ndarray]
     raw: dict[str, np.ndarray]
     volume: np.ndarray
@@ -228,6 +199,9 @@ class _Past:
     limit_down: np.ndarray
     previous_close: np.ndarray
     membership: dict[str, np.ndarray]
+    bar_tables: weakref.ref[BarTables]
+    """The store's precomputed per-bar tables, by a weak reference (a view keeps no store alive) and read
+    only at a symbol's traded rows up to T0 (:meth:`PointInTimeView.bar_row`)."""
 
 
 class PointInTimeView:
@@ -256,6 +230,12 @@ class PointInTimeView:
             raise _unknown_universe(universe, self.universes)
         return found
 
+    def _traded_rows(self, j: int, n: int) -> np.ndarray:
+        """Calendar indices of the column's last ``n`` traded days up to T0: where its count of traded days rises."""
+        counts = self._past.traded_by[j]
+        total = int(counts[-1])
+        return np.searchsorted(counts, np.arange(max(0, total - n) + 1, total + 1))
+
     def knows(self, symbol: str) -> bool:
         """Whether the symbol had a bar by T0 (later listings are unknown)."""
         return symbol in self._past.column
@@ -278,7 +258,7 @@ class PointInTimeView:
         if n < 1:
             raise DatasetError(f"window length must be at least 1, got {n}")
         j = self._column(symbol)
-        picked = self._past.traded_rows[j][-n:]
+        picked = self._traded_rows(j, n)
         prices = self._prices(adjusted)
         return Bars(
             symbol=symbol,
@@ -293,8 +273,21 @@ class PointInTimeView:
 
     def last_traded_index(self, symbol: str) -> int | None:
         """Calendar index of the symbol's last traded day up to T0 (None if it never traded)."""
-        rows = self._past.traded_rows[self._column(symbol)]
+        rows = self._traded_rows(self._column(symbol), 1)
         return int(rows[-1]) if rows.size else None
+
+    def bar_row(self, table: BarTable, symbol: str) -> np.ndarray | None:
+        """``table``'s row at the symbol's last traded day up to T0, precomputed once per dataset version.
+
+        None when the symbol never traded by T0, or when the store this view came from is gone: the
+        caller then computes from :meth:`window` (the same values, since a bar table is causal).
+        """
+        j = self._column(symbol)
+        count = int(self._past.traded_by[j, -1])
+        tables = self._past.bar_tables()
+        if tables is None or count == 0:
+            return None
+        return tables.row(table, j, count - 1)
 
     def factor(self, symbol: str) -> float:
         """The adjustment factor of the symbol's last traded day up to T0 (raw = adjusted / factor)."""
@@ -345,7 +338,7 @@ class PointInTimeView:
         if fraction is None or not self._past.traded[t, j]:
             return False, False
         past = self._past
-        up, down = _limit_hits(past.raw["close"][t, j], past.previous_close[t, j], past.factor[t, j], fraction)
+        up, down = limit_hits(past.raw["close"][t, j], past.previous_close[t, j], past.factor[t, j], fraction)
         return bool(up), bool(down)
 
     def last_close(self, symbol: str, *, adjusted: bool = False) -> float:

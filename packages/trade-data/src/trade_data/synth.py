@@ -12,26 +12,32 @@ variance recursion and the limit clipping against the previous close) loop, once
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import structlog
+from tqdm import tqdm
 
 from trade_core.errors import TradeError
 from trade_core.params import iso_date
 from trade_data.errors import DatasetError
-from trade_data.qlib_dir import DatasetMeta, is_dataset, read_meta, refuse_foreign_folder, write_dataset
+from trade_data.qlib_dir import DatasetMeta, is_dataset, read_meta, refuse_foreign_folder, write_dataset_blocks
 from trade_data.symbols import Board, board_of, limit_fractions
 
 log = structlog.get_logger("trade.data.synth")
 
-MIN_SYMBOLS, MAX_SYMBOLS = 10, 5000
-"""Below 10 the universes and indices are degenerate; above 5000 the codes leave their boards' ranges."""
+MIN_SYMBOLS, MAX_SYMBOLS = 10, 6000
+"""Below 10 the universes and indices are degenerate; up to 6000 (the whole A-share market has about 5,500)
+every code stays in its board's range."""
 MIN_TRADING_DAYS = 20
 MAX_CELLS = 10_000_000
 """Most trading days x symbols simulated at once: each days x symbols matrix is 80 MB at this size."""
+MAX_STREAMED_CELLS = 40_000_000
+"""Most trading days x symbols ``write_synthetic_market`` writes, in blocks of :data:`STREAM_BLOCK` stocks."""
+STREAM_BLOCK = 250
 BOARD_MIX = (("SH", 600000, 0.45), ("SZ", 1, 0.30), ("SZ", 300001, 0.15), ("SH", 688001, 0.10))
 """(exchange, first code, share of stocks): SH60/SZ00 main board, SZ300 ChiNext, SH688 STAR."""
 INDEX_BASES = {"SH000001": 3300.0, "SH000300": 4000.0, "SH000905": 6000.0}
@@ -100,13 +106,10 @@ class SyntheticMarket:
     parameters: dict[str, object]
 
 
-def generate_market(
-    symbols: int = 300, start: str | dt.date = "2018-01-01", end: str | dt.date = "2025-12-31", seed: int = 0
-) -> SyntheticMarket:
-    """Simulate ``symbols`` stocks plus SH000001/SH000300/SH000905 over weekdays from start to end.
-
-    The same arguments give the same market, bit for bit.
-    """
+def _checked_calendar(
+    symbols: int, start: str | dt.date, end: str | dt.date, seed: int, cells: int
+) -> pd.DatetimeIndex:
+    """The market's trading days, once every argument is checked (at most ``cells`` symbol-days)."""
     first, last = _parse_day(start, "start"), _parse_day(end, "end")
     if last < first:
         raise TradeError(f"end {last} is before start {first}", hint="pass an --end after --start")
@@ -122,27 +125,28 @@ def generate_market(
             f"{first}..{last} has only {len(calendar)} trading days",
             hint=f"choose dates at least {MIN_TRADING_DAYS} trading days apart",
         )
-    if len(calendar) * symbols > MAX_CELLS:
+    if len(calendar) * symbols > cells:
         raise TradeError(
             f"{symbols} symbols x {len(calendar)} trading days is too large to simulate",
-            hint=f"keep symbols x trading days under {MAX_CELLS:,}: fewer --symbols or a shorter range",
+            hint=f"keep symbols x trading days under {cells:,}: fewer --symbols or a shorter range",
         )
-    rng = np.random.default_rng(seed)
-    codes = stock_codes(symbols)
-    stocks = _simulate_stocks(rng, codes, calendar)
-    csi300, csi500 = min(CSI300_MAX, symbols // 2), min(CSI500_MAX, (symbols - symbols // 2) * 2 // 3)
-    periods = _rebalance_days(calendar)
-    member300, member500 = _rank_members(stocks, periods, csi300, csi500)
-    period_of_day = np.searchsorted(periods, np.arange(len(calendar)), side="right") - 1
-    indices = {
-        "SH000001": _index_bars(stocks, stocks.listed, INDEX_BASES["SH000001"]),
-        "SH000300": _index_bars(stocks, member300[period_of_day], INDEX_BASES["SH000300"]),
-        "SH000905": _index_bars(stocks, member500[period_of_day], INDEX_BASES["SH000905"]),
-    }
-    parameters: dict[str, object] = {
+    return calendar
+
+
+def _index_sizes(symbols: int) -> tuple[int, int]:
+    """Members of csi300 and csi500 in a market of ``symbols`` stocks."""
+    return min(CSI300_MAX, symbols // 2), min(CSI500_MAX, (symbols - symbols // 2) * 2 // 3)
+
+
+def _parameters(
+    symbols: int, start: str | dt.date, end: str | dt.date, seed: int, **extra: object
+) -> dict[str, object]:
+    """What made the market, for ``trade.json``."""
+    csi300, csi500 = _index_sizes(symbols)
+    return {
         "symbols": symbols,
-        "start": first.isoformat(),
-        "end": last.isoformat(),
+        "start": _parse_day(start, "start").isoformat(),
+        "end": _parse_day(end, "end").isoformat(),
         "seed": seed,
         "csi300_size": csi300,
         "csi500_size": csi500,
@@ -150,7 +154,27 @@ def generate_market(
         "holidays": list(HOLIDAYS),
         "index_bases": INDEX_BASES,
         **asdict(MODEL),
+        **extra,
     }
+
+
+def generate_market(
+    symbols: int = 300, start: str | dt.date = "2018-01-01", end: str | dt.date = "2025-12-31", seed: int = 0
+) -> SyntheticMarket:
+    """Simulate ``symbols`` stocks plus SH000001/SH000300/SH000905 over weekdays from start to end.
+
+    The same arguments give the same market, bit for bit.
+    """
+    calendar = _checked_calendar(symbols, start, end, seed, MAX_CELLS)
+    rng = np.random.default_rng(seed)
+    codes = stock_codes(symbols)
+    stocks = _simulate_stocks(rng, codes, calendar)
+    csi300, csi500 = _index_sizes(symbols)
+    periods = _rebalance_days(calendar)
+    member300, member500 = _rank_members(_period_caps(stocks, periods), csi300, csi500)
+    period_of_day = np.searchsorted(periods, np.arange(len(calendar)), side="right") - 1
+    members = {"SH000001": stocks.listed, "SH000300": member300[period_of_day], "SH000905": member500[period_of_day]}
+    indices = {code: _index_bars(_index_sums(stocks, member), INDEX_BASES[code]) for code, member in members.items()}
     return SyntheticMarket(
         table=_long_table(stocks, indices, calendar),
         calendar=calendar,
@@ -159,7 +183,7 @@ def generate_market(
             "csi500": _intervals(member500, periods, calendar, stocks.codes),
         },
         sectors=pd.Series(stocks.sector, index=pd.Index(stocks.codes, name="symbol"), name="sector"),
-        parameters=parameters,
+        parameters=_parameters(symbols, start, end, seed),
     )
 
 
@@ -171,27 +195,70 @@ def write_synthetic_market(
     seed: int = 0,
     *,
     progress: bool = False,
+    stream: bool | None = None,
 ) -> Path:
     """Generate a market and write it at ``out``, marked synthetic in ``trade.json``.
 
     ``out`` is checked before generating, so a wrong folder fails at once; a synthetic dataset
-    there is replaced, real data never is.
+    there is replaced, real data never is. ``stream`` simulates and writes blocks of stocks one at
+    a time (bounded memory, another market for the same seed); by default markets over
+    :data:`MAX_CELLS` symbol-days are streamed, up to :data:`MAX_STREAMED_CELLS`.
     """
     out = Path(out)
     _check_out(out)
-    market = generate_market(symbols, start, end, seed)
-    meta = DatasetMeta(synthetic=True, source="synth", parameters=market.parameters)
-    write_dataset(
-        market.table,
-        out,
-        meta=meta,
-        calendar=market.calendar,
-        universes=market.universes,
-        source="synth",
-        progress=progress,
+    calendar = _checked_calendar(symbols, start, end, seed, MAX_STREAMED_CELLS)
+    streamed = len(calendar) * symbols > MAX_CELLS if stream is None else stream
+    if streamed:
+        universes: dict[str, pd.DataFrame] = {}
+        blocks = _stream_market(stock_codes(symbols), calendar, seed, universes, progress)
+        parameters = _parameters(symbols, start, end, seed, stream_block=STREAM_BLOCK)
+    else:
+        market = generate_market(symbols, start, end, seed)
+        blocks, universes, parameters = [market.table], market.universes, market.parameters
+    meta = DatasetMeta(synthetic=True, source="synth", parameters=parameters)
+    write_dataset_blocks(
+        blocks, out, meta=meta, calendar=calendar, universes=universes, source="synth", progress=progress
     )
-    log.info("synth.done", dataset=str(out), rows=len(market.table), symbols=symbols, seed=seed)
+    log.info("synth.done", dataset=str(out), symbols=symbols, seed=seed, streamed=streamed)
     return out
+
+
+def _stream_market(
+    codes: np.ndarray, calendar: pd.DatetimeIndex, seed: int, universes: dict[str, pd.DataFrame], progress: bool
+) -> Iterator[pd.DataFrame]:
+    """A market too large for memory as long tables of :data:`STREAM_BLOCK` stocks, then its indices.
+
+    Every block has its own seeded generator and all share the market and sector shocks. The
+    indices weigh members ranked over the whole market, so once every block is ranked (which fills
+    ``universes``) each block is simulated again, identically, and its sums added to the indices'.
+    """
+    starts = range(0, len(codes), STREAM_BLOCK)
+    common_seed, *block_seeds = np.random.SeedSequence(seed).spawn(1 + len(starts))
+    common = _common_shocks(np.random.default_rng(common_seed), len(calendar))
+
+    def simulate(k: int) -> _Stocks:
+        block = codes[starts[k] : starts[k] + STREAM_BLOCK]
+        return _simulate_stocks(np.random.default_rng(block_seeds[k]), block, calendar, common)
+
+    periods = _rebalance_days(calendar)
+    keys = []
+    for k in tqdm(range(len(starts)), desc="simulating stocks", unit="block", disable=not progress):
+        stocks = simulate(k)
+        keys.append(_period_caps(stocks, periods))
+        yield _long_table(stocks, {}, calendar)
+    member300, member500 = _rank_members(np.hstack(keys), *_index_sizes(len(codes)))
+    universes["csi300"] = _intervals(member300, periods, calendar, codes)
+    universes["csi500"] = _intervals(member500, periods, calendar, codes)
+    period_of_day = np.searchsorted(periods, np.arange(len(calendar)), side="right") - 1
+    member300, member500 = member300[period_of_day], member500[period_of_day]
+    sums = dict.fromkeys(INDEX_BASES, 0.0)
+    for k in tqdm(range(len(starts)), desc="summing indices", unit="block", disable=not progress):
+        stocks = simulate(k)
+        columns = slice(starts[k], starts[k] + len(stocks.codes))
+        members = {"SH000001": stocks.listed, "SH000300": member300[:, columns], "SH000905": member500[:, columns]}
+        for code, member in members.items():
+            sums[code] = sums[code] + _index_sums(stocks, member)
+    yield _index_table({code: _index_bars(total, INDEX_BASES[code]) for code, total in sums.items()}, calendar)
 
 
 def trading_calendar(start: dt.date, end: dt.date) -> pd.DatetimeIndex:
@@ -249,7 +316,17 @@ class _Stocks:
     listing: np.ndarray
 
 
-def _simulate_stocks(rng: np.random.Generator, codes: np.ndarray, calendar: pd.DatetimeIndex) -> _Stocks:
+def _common_shocks(rng: np.random.Generator, days: int) -> np.ndarray:
+    """Days x (1 + sectors) standardised Student-t shocks of the market and sector factors."""
+    m = MODEL
+    return rng.standard_t(m.t_df, (days, 1 + m.sectors)) / np.sqrt(m.t_df / (m.t_df - 2))
+
+
+def _simulate_stocks(
+    rng: np.random.Generator, codes: np.ndarray, calendar: pd.DatetimeIndex, common: np.ndarray | None = None
+) -> _Stocks:
+    """Simulate ``codes``; ``common`` (from :func:`_common_shocks`) shares the market and sector factors
+    between blocks of stocks simulated apart, else they are drawn with the stocks' own shocks."""
     m = MODEL
     days, count = len(calendar), len(codes)
     boards = np.array([board_of(code) for code in codes])
@@ -260,7 +337,10 @@ def _simulate_stocks(rng: np.random.Generator, codes: np.ndarray, calendar: pd.D
     total_vol = np.sqrt((beta * m.market_vol) ** 2 + (gamma * m.sector_vol) ** 2 + idio_vol**2)
 
     vols = np.concatenate([[m.market_vol], np.full(m.sectors, m.sector_vol), idio_vol])
-    shocks = rng.standard_t(m.t_df, (days, vols.size)) / np.sqrt(m.t_df / (m.t_df - 2))
+    if common is None:
+        shocks = rng.standard_t(m.t_df, (days, vols.size)) / np.sqrt(m.t_df / (m.t_df - 2))
+    else:
+        shocks = np.hstack([common, rng.standard_t(m.t_df, (days, count)) / np.sqrt(m.t_df / (m.t_df - 2))])
     eps, sigma = _garch(shocks, vols, m.garch_alpha, m.garch_beta)
     jumps = (rng.random((days, count)) < m.jump_prob) * rng.choice([-1.0, 1.0], (days, count))
     jumps *= rng.uniform(*m.jump_size, (days, count))
@@ -435,22 +515,30 @@ def _rebalance_days(calendar: pd.DatetimeIndex) -> np.ndarray:
     return np.array(sorted(days))
 
 
-def _rank_members(stocks: _Stocks, periods: np.ndarray, top: int, following: int) -> tuple[np.ndarray, np.ndarray]:
-    """Periods x stocks membership of the ``top`` and the ``following`` stocks by float cap.
+def _period_caps(stocks: _Stocks, periods: np.ndarray) -> np.ndarray:
+    """Periods x stocks ranking key: mean float cap over a trailing window, -inf where not yet eligible.
 
     Like CSI's rules, stocks rank by their mean float cap over a trailing window, and an IPO is
     eligible only after a seasoning period.
     """
     m = MODEL
     cap = _ffill(stocks.close) * stocks.shares
-    big = np.zeros((periods.size, cap.shape[1]), dtype=bool)
-    small = np.zeros_like(big)
+    keys = np.empty((periods.size, cap.shape[1]))
     for period, day in enumerate(periods):
         window = cap[max(0, day - m.rank_window_days) : max(day, 1)]
         seen = ~np.isnan(window)
         mean = np.where(seen, window, 0.0).sum(axis=0) / np.maximum(seen.sum(axis=0), 1)
         eligible = seen.any(axis=0) & ((stocks.listing == 0) | (stocks.listing <= day - m.min_listed_days))
-        order = np.argsort(-np.where(eligible, mean, -np.inf), kind="stable")
+        keys[period] = np.where(eligible, mean, -np.inf)
+    return keys
+
+
+def _rank_members(keys: np.ndarray, top: int, following: int) -> tuple[np.ndarray, np.ndarray]:
+    """Periods x stocks membership of the ``top`` and the ``following`` stocks by :func:`_period_caps`."""
+    big = np.zeros(keys.shape, dtype=bool)
+    small = np.zeros_like(big)
+    for period, key in enumerate(keys):
+        order = np.argsort(-key, kind="stable")
         big[period, order[:top]] = True
         small[period, order[top : top + following]] = True
     return big, small
@@ -472,35 +560,40 @@ def _intervals(member: np.ndarray, periods: np.ndarray, calendar: pd.DatetimeInd
     )
 
 
-def _index_bars(stocks: _Stocks, member: np.ndarray, base: float) -> dict[str, np.ndarray]:
-    """A float-cap-weighted price index over ``member`` (days x stocks) starting at ``base``.
+def _index_sums(stocks: _Stocks, member: np.ndarray) -> np.ndarray:
+    """Per day sums over the members: float-cap weight, weight x move of open/high/low/close, volume.
 
-    Each day's move is the average of the members' moves from their previous close weighted by
-    their float cap at that close; cash dividends lower the index, bonus shares do not (the
-    divisor absorbs them). Suspended members count as unchanged. Volume sums the members'.
+    Sums of blocks of stocks add up to the market's, so a market simulated in blocks gets the same index.
+    Each member's move is from its previous close; cash dividends lower the index, bonus shares do not
+    (the divisor absorbs them). Suspended members count as unchanged.
     """
     previous = _shift(_ffill(stocks.close * stocks.factor))
     scale = stocks.factor * (1.0 - stocks.cash) / previous
     weight = np.where(member, np.nan_to_num(_shift(_ffill(stocks.close) * stocks.shares)), 0.0)
     counted = stocks.traded & (weight > 0)
-    total = np.maximum(weight.sum(axis=1), 1.0)
+    moves = [(weight * np.where(counted, prices * scale, 1.0)).sum(axis=1) for prices in _ohlc(stocks)]
+    return np.stack([weight.sum(axis=1), *moves, np.where(member, stocks.volume, 0.0).sum(axis=1)])
 
-    def move(prices: np.ndarray) -> np.ndarray:
-        ratio = np.where(counted, prices * scale, 1.0)
-        moved = (weight * ratio).sum(axis=1) / total
-        moved[0] = 1.0
-        return moved
 
-    close = base * np.cumprod(move(stocks.close))
+def _ohlc(stocks: _Stocks) -> tuple[np.ndarray, ...]:
+    return stocks.open, stocks.high, stocks.low, stocks.close
+
+
+def _index_bars(sums: np.ndarray, base: float) -> dict[str, np.ndarray]:
+    """A float-cap-weighted price index from :func:`_index_sums`, starting at ``base``."""
+    total = np.maximum(sums[0], 1.0)
+    moved = sums[1:5] / total
+    moved[:, 0] = 1.0
+    close = base * np.cumprod(moved[3])
     before = np.concatenate([[base], close[:-1]])
-    opening, high, low = before * move(stocks.open), before * move(stocks.high), before * move(stocks.low)
+    opening, high, low = before * moved[0], before * moved[1], before * moved[2]
     close, opening, high, low = (np.round(values, 2) for values in (close, opening, high, low))
     return {
         "open": opening,
         "high": np.maximum.reduce([high, opening, close]),
         "low": np.minimum.reduce([low, opening, close]),
         "close": close,
-        "volume": np.where(member, stocks.volume, 0.0).sum(axis=1),
+        "volume": sums[5],
     }
 
 
@@ -520,8 +613,13 @@ def _long_table(stocks: _Stocks, indices: dict[str, dict[str, np.ndarray]], cale
             "factor": stocks.factor.T[mask],
         }
     )
-    index_bars = [
+    return pd.concat([_index_table(indices, calendar), bars] if indices else [bars], ignore_index=True)
+
+
+def _index_table(indices: dict[str, dict[str, np.ndarray]], calendar: pd.DatetimeIndex) -> pd.DataFrame:
+    """Index bars as a long raw table (factor 1), by code."""
+    frames = [
         pd.DataFrame({"date": calendar, "symbol": code, **values, "factor": 1.0})
         for code, values in sorted(indices.items())
     ]
-    return pd.concat([*index_bars, bars], ignore_index=True)
+    return pd.concat(frames, ignore_index=True)

@@ -1,9 +1,12 @@
 """Technical indicators for ``get_price_data``, computed from a point-in-time view's bars.
 
-Computed per symbol on its traded bars up to T0 only (suspended days skipped): the view holds no later
-bar, so no indicator can see one. Each day and symbol is computed once (``view.memo``, shared by every
-episode on that day). Price-level indicators are kept on the adjusted scale; the tool divides by T0's factor to show
-them on T0's raw price scale (forward-adjusted to T0), comparable with the latest close.
+Computed per symbol on its traded bars (suspended days skipped). Every indicator is causal (rolling
+windows, recursive averages, shifts), so its value at a bar depends on that bar and earlier ones only:
+the whole table is computed once per dataset version over every bar (:data:`INDICATOR_TABLE`, a
+trade-data bar table, memory-mapped and shared by every process) and a view reads the row of the
+symbol's last traded day up to T0, exactly what computing on the bars up to T0 gives. Price-level
+indicators are kept on the adjusted scale; the tool divides by T0's factor to show them on T0's raw
+price scale (forward-adjusted to T0), comparable with the latest close.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trade_data.store import PointInTimeView
+from trade_data.bar_tables import BarTable
+from trade_data.store import Bars, PointInTimeView
 
 PRICE_LEVEL = ("MA5", "MA10", "MA20", "MA60", "EMA12", "EMA26", "VWAP", "MACD_DIF", "MACD_DEA", "MACD_HIST",
                "BOLL_UPPER", "BOLL_MID", "BOLL_LOWER", "ATR_14")  # fmt: skip
@@ -60,14 +64,26 @@ def _compute(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     return {name: out[name].to_numpy() for name in INDICATORS}
 
 
+def _table_rows(bars: Bars) -> np.ndarray:
+    """Every indicator at every bar, float32 (as the values were always kept: the texts shown stay the same)."""
+    frame = pd.DataFrame({"open": bars.open, "high": bars.high, "low": bars.low, "close": bars.close,
+                          "volume": bars.volume})  # fmt: skip
+    if frame.empty:
+        return np.empty((0, len(INDICATORS)), dtype=np.float32)
+    computed = _compute(frame)
+    return np.column_stack([computed[name] for name in INDICATORS]).astype(np.float32)
+
+
+INDICATOR_TABLE = BarTable(name="indicators", version="1", columns=INDICATORS, compute=_table_rows)
+
+
 def latest(view: PointInTimeView, symbol: str) -> dict[str, float]:
     """Every indicator at the symbol's last traded day up to T0 (NaN if it never traded)."""
     key = ("indicators", symbol)
     if key not in view.memo:
-        bars = view.window(symbol, view.index + 1)
-        frame = pd.DataFrame({"open": bars.open, "high": bars.high, "low": bars.low, "close": bars.close,
-                              "volume": bars.volume})  # fmt: skip
-        computed = _compute(frame) if len(bars) else {}
-        # float32, as the values were always kept: the texts shown stay the same
-        view.memo[key] = {name: float(np.float32(computed[name][-1])) if computed else np.nan for name in INDICATORS}
+        row = view.bar_row(INDICATOR_TABLE, symbol)
+        if row is None:  # never traded, or the view outlived its store: compute from the bars up to T0
+            rows = _table_rows(view.window(symbol, view.index + 1))
+            row = rows[-1] if len(rows) else np.full(len(INDICATORS), np.nan, dtype=np.float32)
+        view.memo[key] = {name: float(value) for name, value in zip(INDICATORS, row, strict=True)}
     return view.memo[key]  # type: ignore[return-value]

@@ -17,7 +17,7 @@ from trade_core.params import ISO_DATE
     type=click.Path(path_type=Path),
     help="Dataset folder to create (an existing synthetic one is replaced).",
 )
-@click.option("--symbols", default=300, show_default=True, help="Number of stocks (10..5000).")
+@click.option("--symbols", default=300, show_default=True, help="Number of stocks (10..6000).")
 @click.option("--start", default="2018-01-01", type=ISO_DATE, show_default=True, help="First date.")
 @click.option("--end", default="2025-12-31", type=ISO_DATE, show_default=True, help="Last date.")
 @click.option("--seed", default=0, show_default=True, help="Random seed; the same seed gives the same market.")
@@ -26,7 +26,9 @@ def synth_command(out: Path, symbols: int, start: dt.date, end: dt.date, seed: i
 
     For testing and development without real data: fat-tailed, volatility-clustered returns with
     market and sector factors, price limits, suspensions, ex-dividend factors and IPOs. The
-    dataset is marked synthetic in trade.json and `trade data info` says so.
+    dataset is marked synthetic in trade.json and `trade data info` says so. Markets over 10M
+    symbol-days (up to 40M: the whole A-share market over 20 years is ~27M) are simulated and
+    written in blocks of stocks, in bounded memory.
     """
     from trade_data.info import dataset_info
     from trade_data.synth import write_synthetic_market

@@ -1,0 +1,154 @@
+"""MarketStore's [day, symbol] arrays, built from Qlib's per-symbol files in blocks of symbols.
+
+Every array is computed column by column (a symbol's bars, flags and references depend on that
+symbol only), so a block of symbols at a time is read, derived and written into ``.npy`` files
+opened for writing as memory maps: memory stays bounded whatever the market's size. The values are
+those MarketStore always computed (float64 from the stored float32, raw prices rounded to the cent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from numpy.lib.format import open_memmap
+
+from trade_data.cache import cached_arrays
+from trade_data.qlib_dir import list_universes, member_days, read_feature, read_universe
+from trade_data.symbols import PRICE_LIMITS, Board, board_of, limit_fractions
+
+PRICE_FIELDS = ("open", "high", "low", "close")
+_STORED = ("open", "high", "low", "close", "volume", "factor")
+VERSION = f"store-2 {PRICE_LIMITS!r}"
+"""Bump when a derived value changes; the limit table is part of it (the flags are derived from it)."""
+_BLOCK = 256
+_FLOAT = (
+    *(f"adjusted_{n}" for n in PRICE_FIELDS),
+    *(f"raw_{n}" for n in PRICE_FIELDS),
+    "volume",
+    "stored_volume",
+    "factor",
+    "previous_close",
+)
+_BOOL = ("traded", "limit_up", "limit_down")
+
+
+def round_cents(values: np.ndarray) -> np.ndarray:
+    """Round half up to the cent, the way exchanges round prices (np.round rounds half to even)."""
+    return np.floor(values * 100.0 + 0.5 + 1e-9) / 100.0
+
+
+def limit_hits(
+    close: np.ndarray | float,
+    previous_close: np.ndarray | float,
+    factor: np.ndarray | float,
+    fraction: np.ndarray | float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Whether closes sit at the limit-up / limit-down price (arrays or single values; NaN anywhere: no).
+
+    The reference is the last traded close, ex-right adjusted to today's factor and rounded to the cent;
+    the limit price moves it by the board's fraction and is rounded again, as the exchanges do.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reference = round_cents(previous_close / factor)
+        up = close >= round_cents(reference * (1 + fraction)) - 1e-6
+        down = close <= round_cents(reference * (1 - fraction)) + 1e-6
+    return up, down
+
+
+def store_arrays(
+    dataset: Path, symbols: Sequence[str], calendar: pd.DatetimeIndex, *, fingerprint: str
+) -> dict[str, np.ndarray]:
+    """The store's arrays for ``dataset``, memory-mapped (built on the first open of this dataset version).
+
+    [day, symbol]: ``adjusted_*`` / ``raw_*`` prices, ``volume`` (raw shares), ``stored_volume``
+    (shares / factor), ``factor``, ``previous_close`` (adjusted close of the last traded day before),
+    ``traded``, ``limit_up``, ``limit_down``, ``traded_by`` (traded days so far; also [symbol, day] as
+    ``traded_by_symbol``) and ``member-<universe>``;
+    per symbol ``first_day``; ``traded_rows`` (each symbol's traded day indices, concatenated) cut by
+    ``traded_offsets``. ``fingerprint`` is :func:`~trade_data.cache.dataset_fingerprint` of ``dataset``.
+    """
+    return cached_arrays(
+        dataset,
+        "store",
+        VERSION,
+        lambda folder: _build(dataset, folder, list(symbols), calendar),
+        fingerprint=fingerprint,
+    )
+
+
+def _build(dataset: Path, folder: Path, symbols: list[str], calendar: pd.DatetimeIndex) -> None:
+    days, n = len(calendar), len(symbols)
+    out = {name: open_memmap(folder / f"{name}.npy", "w+", np.float64, (days, n)) for name in _FLOAT}
+    out.update({name: open_memmap(folder / f"{name}.npy", "w+", np.bool_, (days, n)) for name in _BOOL})
+    out["traded_by"] = open_memmap(folder / "traded_by.npy", "w+", np.int32, (days, n))
+    by_symbol = open_memmap(folder / "traded_by_symbol.npy", "w+", np.int32, (n, days))
+    first_day = np.empty(n, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    rows_file = folder / "traded_rows.bin"
+    with open(rows_file, "wb") as rows_out:
+        for begin in range(0, n, _BLOCK):
+            block = symbols[begin : begin + _BLOCK]
+            part = _derive(dataset, block, calendar)
+            for name, values in part.items():
+                if name in out:
+                    out[name][:, begin : begin + len(block)] = values
+            first_day[begin : begin + len(block)] = part["first_day"]
+            by_symbol[begin : begin + len(block)] = part["traded_by"].T
+            for k, rows in enumerate(part["traded_rows"]):
+                offsets[begin + k + 1] = offsets[begin + k] + rows.size
+                rows.astype(np.int64).tofile(rows_out)
+    for array in [*out.values(), by_symbol]:
+        array.flush()
+    del out, by_symbol
+    np.save(folder / "first_day.npy", first_day)
+    np.save(folder / "traded_offsets.npy", offsets)
+    flat = open_memmap(folder / "traded_rows.npy", "w+", np.int64, (int(offsets[-1]),))
+    if flat.size:  # copied through the page cache, not held in memory
+        flat[:] = np.memmap(rows_file, dtype=np.int64, mode="r")
+    flat.flush()
+    rows_file.unlink()
+    for universe in ["all", *list_universes(dataset)]:
+        if universe == "all":
+            matrix = np.arange(days)[:, None] >= first_day[None, :]
+        else:
+            matrix = member_days(read_universe(dataset, universe), calendar, symbols)
+        np.save(folder / f"member-{universe}.npy", matrix)
+
+
+def _derive(dataset: Path, symbols: list[str], calendar: pd.DatetimeIndex) -> dict:  # type: ignore[type-arg]
+    """Every array of a block of symbols (their columns), as MarketStore derives them."""
+    days, n = len(calendar), len(symbols)
+    stored = {name: np.full((days, n), np.nan) for name in _STORED}
+    for j, symbol in enumerate(symbols):
+        for name in _STORED:
+            start, values = read_feature(dataset, symbol, name)
+            stored[name][start : start + values.size, j] = values
+    factor = stored["factor"]
+    part: dict[str, object] = {f"adjusted_{name}": stored[name] for name in PRICE_FIELDS}
+    is_stock = np.array([board_of(s) is not Board.INDEX for s in symbols])
+    for name in PRICE_FIELDS:
+        raw = stored[name] / factor
+        raw[:, is_stock] = round_cents(raw[:, is_stock])
+        part[f"raw_{name}"] = raw
+    volume = np.round(stored["volume"] * factor)  # Qlib stores shares / factor, in float32
+    traded = volume > 0
+    has_bar = ~np.isnan(stored["close"])
+    # Adjusted close of the last traded day before each day: the reference for changes and limits.
+    previous_close = pd.DataFrame(np.where(traded, stored["close"], np.nan)).ffill().shift(1).to_numpy()
+    up, down = limit_hits(part["raw_close"], previous_close, factor, limit_fractions(symbols, calendar.date))
+    part.update(
+        volume=volume,
+        stored_volume=stored["volume"],
+        factor=factor,
+        previous_close=previous_close,
+        traded=traded,
+        limit_up=up & traded,
+        limit_down=down & traded,
+        traded_by=np.cumsum(traded, axis=0, dtype=np.int32),
+        first_day=np.where(has_bar.any(axis=0), has_bar.argmax(axis=0), days),
+        traded_rows=[np.flatnonzero(traded[:, j]) for j in range(n)],
+    )
+    return part
