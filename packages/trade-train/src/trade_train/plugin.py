@@ -1,4 +1,5 @@
-"""trade-train's built-in plugin: its hookspecs, the verl-grpo trainer, ``trade train`` and ``trade model``."""
+"""trade-train's built-in plugin: its hookspecs, the verl-grpo trainer, ``trade train``, ``trade model`` and
+``trade quickstart``."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def trade_register_trainers(register: Callable[[Trainer], None]) -> None:
 @hookimpl
 def trade_register_commands(register: Callable[[click.Command], None]) -> None:
     from trade_train.commands.model import model_group
+    from trade_train.commands.quickstart import quickstart_command
     from trade_train.commands.train import train_group
 
     register(train_group)
     register(model_group)
+    register(quickstart_command)

@@ -6,6 +6,7 @@ import json
 import math
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,14 +37,8 @@ class TuneReport:
 def tune_tool_calls(
     model_dir: Path, data: Path | None = None, steps: int = 400, *, seed: int = 0, demonstrations: int = 48
 ) -> TuneReport:
-    """Fine-tune the model in ``model_dir`` in place on tool-call demonstrations, so greedy decoding emits
-    well-formed ``<tool_call>{"name": ..., "arguments": {...}}</tool_call><|im_end|>`` (values may still be wrong).
-
-    The reply is the call itself, with thinking on or off: a think block the model has to open and close
-    itself was often left unclosed by a model this small. Runs on CPU in fp32 with a fixed seed (the same
-    machine gives the same weights), one demonstration per step, learning only the assistant's tokens in the
-    layout verl's agent loop produces. Without ``data``, a small seeded synthetic market is generated.
-    """
+    """Fine-tune the model in ``model_dir`` in place on the scripted policy's demonstrations
+    (:mod:`trade_train.tiny.scripted`) on ``data``; without it, on a small seeded synthetic market."""
     started = time.perf_counter()
     if steps < 1:
         raise TradeError(f"--sft-steps must be positive, got {steps}")
@@ -53,6 +48,29 @@ def tune_tool_calls(
                 Path(scratch) / "market", symbols=60, start="2023-01-01", end="2024-12-31", seed=seed
             )
         demos = tool_call_demonstrations(data, demonstrations, seed=seed)
+    return tune_on(model_dir, demos, steps, seed=seed, started=started)
+
+
+def tune_on(
+    model_dir: Path,
+    demos: Sequence[Demonstration],
+    steps: int,
+    *,
+    seed: int = 0,
+    started: float | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> TuneReport:
+    """Fine-tune the model in ``model_dir`` in place on ``demos``, so greedy decoding emits well-formed
+    ``<tool_call>{"name": ..., "arguments": {...}}</tool_call><|im_end|>`` (values may still be wrong).
+
+    The reply is the call itself, with thinking on or off: a think block the model has to open and close
+    itself was often left unclosed by a model this small. Runs on CPU in fp32 with a fixed seed (the same
+    machine gives the same weights), one demonstration per step, learning only the assistant's tokens in the
+    layout verl's agent loop produces. ``progress(step, loss)`` is called after each step.
+    """
+    started = time.perf_counter() if started is None else started
+    if steps < 1 or not demos:
+        raise TradeError(f"a fine-tune needs steps and demonstrations, got {steps} steps, {len(demos)} demos")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     examples = [_token_example(tokenizer, demo) for demo in demos]
     # The softmax runs over the tokens the demonstrations contain (under a thousand), not all 151,936 rows: the
@@ -85,6 +103,8 @@ def tune_tool_calls(
         optimizer.step()
         schedule.step()
         losses.append(loss.item())
+        if progress is not None:
+            progress(step, losses[-1])
     model.eval()
     save_model(model, model_dir)
     return TuneReport(

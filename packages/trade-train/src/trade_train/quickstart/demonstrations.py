@@ -1,0 +1,60 @@
+"""Tool-call demonstrations for the tiny model's fine-tune: a baseline policy's days played through the Episode.
+
+The quickstart teaches the tool-call protocol from real episodes rather than templates: each training task is
+opened with its own prompt, the momentum baseline of trade-eval decides the day's target weights, and the day is
+played one call per reply (the market, the prices of the stocks it trades, its two largest orders, stop), so every tool
+result the model learns to read after is what our tools return, and every order is one the Episode accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from trade_data.store import MarketStore
+from trade_eval.policies.baselines import Momentum, rebalance
+from trade_eval.policy import RunSettings
+from trade_reward.taskfolder import TaskRecord
+from trade_tools.day import TradingDay
+from trade_tools.episode import Episode
+from trade_train.tiny.scripted import Demonstration
+
+INDEX = "SH000300"
+MAX_ORDERS = 2
+"""Orders a demonstration places (the baseline's largest): short days keep the fine-tune and the rollouts cheap."""
+THINKING_SHARE = 1.0
+"""Share of demonstrations with Qwen3's default (thinking) generation prompt. All of them: that is the layout TRL
+and ``--policy local`` generate in, and with a quarter in the other layout the tiny model often began a call
+without its ``<tool_call>`` (no valid call in every rollout: nothing for GRPO to compare)."""
+HOLD_SHARE = 0.5
+"""Share of days played by the hold baseline (look at the market, stop) rather than momentum: short days the tiny
+model can finish, so some rollouts of a group stop and others do not, and GRPO has a difference to learn from."""
+
+
+def baseline_demonstrations(store: MarketStore, records: Sequence[TaskRecord], *, seed: int) -> list[Demonstration]:
+    """One demonstration per task record: its day played by the momentum baseline, one call per reply."""
+    rng = np.random.default_rng(seed)
+    policy, settings = Momentum(), RunSettings(seed=seed)
+    demonstrations = []
+    for record in records:
+        day = TradingDay(Episode.start(record.task, store), record.prompt)
+        holds = bool(rng.random() < HOLD_SHARE)
+        for name, arguments in _calls(day.episode, policy, settings, holds=holds):
+            day.turn("", [(name, arguments)])
+        messages = [message.model_dump(exclude_none=True) for message in day.messages]
+        thinking = bool(rng.random() < THINKING_SHARE)
+        demonstrations.append(Demonstration(day.episode.tool_schemas(), messages, thinking=thinking))
+    return demonstrations
+
+
+def _calls(episode: Episode, policy: Momentum, settings: RunSettings, *, holds: bool) -> list[tuple[str, str]]:
+    """Look (the index, the price of each stock ordered), act (momentum's orders, or none to hold), then stop."""
+    orders = [] if holds else rebalance(episode, policy.weights(episode, settings) or {}, policy.reasoning)[:MAX_ORDERS]
+    traded = list(dict.fromkeys(json.loads(arguments)["symbol"] for _, arguments in orders))
+    looks: list[tuple[str, dict[str, Any]]] = [("get_macro_indicators", {"index": INDEX})]
+    looks += [("get_price_data", {"symbol": symbol}) for symbol in traded]
+    stop = ("TakeAction", json.dumps({"type": "stop", "reasoning": policy.reasoning}, ensure_ascii=False))
+    return [(name, json.dumps(arguments, ensure_ascii=False)) for name, arguments in looks] + orders + [stop]

@@ -1,0 +1,183 @@
+"""The quickstart's stages, each calling the Python API its own command uses (``trade data synth``, ``trade data
+tasks``, ``trade model tiny``, ``trade train --trainer trl-grpo``, ``trade eval tasks|compare|backtest|report``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from trade_core.files import atomic_write
+from trade_data.store import MarketStore
+from trade_train.quickstart.settings import SYNTH_END, SYNTH_START, SYNTH_SYMBOLS
+from trade_train.quickstart.stages import Context, Stage
+
+TRAIN_DAYS = 250
+"""Trading days of training tasks before the held-out ones (fewer where the data is short)."""
+HISTORY = 120
+"""Trading days before the first task, for the tools' windows (60-day factors, 20-day momentum)."""
+DEMONSTRATIONS = 48
+REWARD = "bucketed"
+SIDES = ("trained", "untrained")
+BASELINES = ("momentum", "equal-weight", "hold", "random")
+BACKTEST_POOL = 10
+COMMAND = ["trade", "quickstart"]
+
+
+def market(ctx: Context) -> dict[str, Any]:
+    """The dataset: --data as it is, else the synthetic market written into the run folder."""
+    from trade_data.synth import write_synthetic_market
+
+    if ctx.settings.data is not None:
+        MarketStore.load(ctx.settings.data)  # a folder that is no dataset fails here, in one line
+        return {"data": str(ctx.settings.data.resolve())}
+    path = write_synthetic_market(
+        ctx.folder("market"), SYNTH_SYMBOLS, SYNTH_START, SYNTH_END, seed=ctx.settings.seed, progress=True
+    )
+    return {"data": str(path.resolve())}
+
+
+def split_spec(store: MarketStore, days: int) -> str:
+    """``train=..,test=..``: the last ``days`` T0s held out (with their forward windows), training before them."""
+    from trade_core.errors import TradeError
+    from trade_reward.forward import HORIZON
+
+    calendar = [d.date() for d in store.calendar]
+    test = len(calendar) - days - HORIZON
+    first = max(HISTORY, test - HORIZON - TRAIN_DAYS)
+    if test - HORIZON - first < 10:
+        raise TradeError(
+            f"the dataset's {len(calendar)} trading days are too few for {days} held-out days",
+            hint=f"use data with at least {HISTORY + days + 2 * HORIZON + 10} trading days, or fewer --days",
+        )
+    return f"train={calendar[first]}:{calendar[test - 1]},test={calendar[test]}:{calendar[-1]}"
+
+
+def tasks(ctx: Context) -> dict[str, Any]:
+    """Embargoed train and test tasks (`trade data tasks`)."""
+    from trade_reward.tasks import build_tasks
+
+    data = Path(ctx.results["market"]["data"])
+    spec = split_spec(MarketStore.load(data), ctx.settings.days)
+    summary = build_tasks(
+        data, ctx.folder("tasks"), split=spec, universe=ctx.settings.universe, pool_size=ctx.settings.pool_size,
+        seed=ctx.settings.seed, progress=True,
+    )  # fmt: skip
+    return {"tasks": str(ctx.folder("tasks").resolve()), "split": spec,
+            "counts": {s.name: s.tasks for s in summary.manifest.splits}}  # fmt: skip
+
+
+def model(ctx: Context) -> dict[str, Any]:
+    """The tiny Qwen3 (`trade model tiny`), fine-tuned on the momentum baseline's days through the Episode."""
+    from tqdm import tqdm
+
+    from trade_reward.taskfolder import read_records
+    from trade_train.quickstart.demonstrations import baseline_demonstrations
+    from trade_train.tiny.model import build_tiny_model
+    from trade_train.tiny.sft import tune_on
+
+    store = MarketStore.load(ctx.results["market"]["data"])
+    records = read_records(Path(ctx.results["tasks"]["tasks"]), "train")
+    chosen = records[:: max(1, len(records) // DEMONSTRATIONS)][:DEMONSTRATIONS]  # spread over the train days
+    demos = baseline_demonstrations(store, chosen, seed=ctx.settings.seed)
+    folder = build_tiny_model(ctx.folder("model"), seed=ctx.settings.seed)
+    with tqdm(total=ctx.settings.sft_steps, desc="fine-tune", unit="step") as bar:
+
+        def advance(step: int, loss: float) -> None:
+            bar.set_postfix_str(f"loss {loss:.3f}")
+            bar.update()
+
+        report = tune_on(folder, demos, ctx.settings.sft_steps, seed=ctx.settings.seed, progress=advance)
+    return {"model": str(folder.resolve()), "demonstrations": report.demonstrations,
+            "first_loss": report.first_loss, "last_loss": report.last_loss}  # fmt: skip
+
+
+def grpo(ctx: Context) -> dict[str, Any]:
+    """GRPO with trl-grpo, in this process (`trade train --trainer trl-grpo --device cpu`)."""
+    from trade_train.trl_grpo.run import CONFIG, GRPOSettings, RunConfig, train
+
+    s = ctx.settings
+    config = RunConfig(
+        model=ctx.results["model"]["model"], tasks=Path(ctx.results["tasks"]["tasks"]),
+        data=Path(ctx.results["market"]["data"]), reward=REWARD, device="cpu", run_dir=ctx.folder("grpo").resolve(),
+        grpo=GRPOSettings(steps=s.steps, num_generations=s.group, batch_size=s.group, temperature=s.temperature,
+                          max_completion_length=s.rollout_tokens, seed=s.seed),
+    )  # fmt: skip
+    atomic_write(config.run_dir / CONFIG, config.model_dump_json(indent=2) + "\n")
+    return {"model": str(train(config)), "run_dir": str(config.run_dir)}
+
+
+def _local(ctx: Context, side: str) -> tuple[str, Any]:
+    """The policy and settings that play ``side`` (a model in-process, or a baseline)."""
+    from trade_eval.policy import POLICIES, RunSettings
+
+    s = ctx.settings
+    if side in SIDES:
+        folder = ctx.results["grpo" if side == "trained" else "model"]["model"]
+        settings = RunSettings(model=folder, temperature=s.temperature, max_tokens=s.max_tokens, seed=s.seed,
+                               options={"device": "cpu"})  # fmt: skip
+        return "local", (POLICIES.get("local"), settings)
+    return side, (POLICIES.get(side), RunSettings(seed=s.seed))
+
+
+def evaluate(ctx: Context) -> dict[str, Any]:
+    """The held-out test tasks played by the trained model, its untrained self and the baselines (`trade eval
+    tasks`), and the trained model compared with its untrained self (`trade eval compare`)."""
+    from trade_eval.commands.compare import compare_tasks
+    from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
+    from trade_reward.schemes import get_scheme
+
+    folder = Path(ctx.results["tasks"]["tasks"])
+    records, split, _ = load_tasks(folder, "test")
+    data = Path(ctx.results["market"]["data"])
+    evaluation = TasksEval(MarketStore.load(data), records, [get_scheme(REWARD)])
+    summaries = {}
+    for side in (*SIDES, *BASELINES):
+        name, (policy, settings) = _local(ctx, side)
+        policy.check(settings)
+        manifest = new_manifest(evaluation, name, settings, command=[*COMMAND, "evaluate", side],
+                                tasks=folder, split=split, servers=[], data=data)  # fmt: skip
+        summaries[side] = run_tasks(evaluation, policy, settings, ctx.folder("evaluate") / side, manifest)
+    out = ctx.folder("evaluate")
+    compared = compare_tasks(out / "trained", out / "untrained", 2000, 0.95, ctx.settings.seed)
+    compared.pop("header")
+    atomic_write(out / "compare.json", json.dumps(compared, indent=2) + "\n")
+    return {"summaries": summaries, "compare": compared}
+
+
+def backtest(ctx: Context) -> dict[str, Any]:
+    """The held-out days as one portfolio, for the trained and the untrained model, each beside the baselines
+    and the index (`trade eval backtest --policy local`)."""
+    from trade_eval.backtest import Backtest, new_manifest, run_backtest
+    from trade_reward.taskfolder import read_records
+
+    data = Path(ctx.results["market"]["data"])
+    store = MarketStore.load(data)
+    test = read_records(Path(ctx.results["tasks"]["tasks"]), "test")
+    plan = Backtest(store, test[0].task.date, len({r.task.date for r in test}), pool_size=BACKTEST_POOL,
+                    universe=ctx.settings.universe, seed=ctx.settings.seed)  # fmt: skip
+    summaries = {}
+    for side in SIDES:
+        name, (policy, settings) = _local(ctx, side)
+        manifest = new_manifest(plan, name, settings, command=[*COMMAND, "backtest", side], data=data,
+                                pool_file=None, pool_size=BACKTEST_POOL)  # fmt: skip
+        summaries[side] = run_backtest(plan, policy, settings, ctx.folder("backtest") / side, manifest)
+    return {"summaries": summaries}
+
+
+def report(ctx: Context) -> dict[str, Any]:
+    """report.md (everything side by side, the learning table, what was learned) and the backtests' HTML page."""
+    from trade_train.quickstart.report import write_reports
+
+    return write_reports(ctx)
+
+
+STAGES = (
+    Stage("market", "market", market),
+    Stage("tasks", "tasks (embargoed splits)", tasks),
+    Stage("model", "tiny Qwen3 + tool-call fine-tune", model),
+    Stage("grpo", "GRPO (trl-grpo, CPU)", grpo),
+    Stage("evaluate", "held-out tasks: trained, untrained, baselines", evaluate),
+    Stage("backtest", "backtest on the held-out days", backtest),
+    Stage("report", "report", report),
+)

@@ -1,0 +1,101 @@
+"""`trade quickstart`: a shortened loop end to end through the real CLI, resuming, and its one-line refusals."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from trade_core.testing import run_trade
+
+needs_extra = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("trl", "trade_eval")),
+    reason="needs trade-train[quickstart] (tox -e trl)",
+)
+SHORT = ("--days", "2", "--sft-steps", "40", "--steps", "1")
+"""A few minutes on 2 shared cores: enough to run every stage, not to learn anything."""
+
+
+def _state(out: Path) -> dict:
+    return json.loads((out / "quickstart.json").read_text())
+
+
+@pytest.mark.slow  # a few seconds: the CLI starts in a fresh process
+def test_without_the_extra_it_names_the_install_in_one_line(tmp_path: Path) -> None:
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    # A meta-path finder that finds no trl, as in an install without the extra (sitecustomize runs at startup).
+    (hide / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _NoTrl:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'trl' or name.startswith('trl.'):\n"
+        "            raise ModuleNotFoundError(name, name=name)\n"
+        "sys.meta_path.insert(0, _NoTrl())\n"
+    )
+    run = run_trade("quickstart", "--out", str(tmp_path / "qs"), env={"PYTHONPATH": str(hide)})
+    assert run.code == 2, run.err
+    # trl where everything else is installed; without torch, the first of the stack that is missing
+    assert re.match(r"error: trade quickstart needs \w+ \(", run.err) and "'trade-train[quickstart]'" in run.err
+    assert len(run.err.strip().splitlines()) == 1, run.err
+    assert not (tmp_path / "qs").exists()
+
+
+@pytest.mark.slow
+@needs_extra
+def test_a_rerun_skips_finished_stages_and_refuses_other_flags(tmp_path: Path) -> None:
+    out = tmp_path / "qs"
+    first = run_trade("quickstart", "--out", str(out), "--stop-after", "tasks", *SHORT)
+    assert first.code == 0, first.err
+    assert "stopped after tasks" in first.out and list(_state(out)["finished"]) == ["market", "tasks"]
+    before = (out / "tasks" / "test.jsonl").read_bytes()
+    again = run_trade("quickstart", "--out", str(out), "--stop-after", "tasks", *SHORT)
+    assert again.code == 0, again.err
+    assert "[1/7] market: done before" in again.out and "[2/7] tasks (embargoed splits): done before" in again.out
+    assert (out / "tasks" / "test.jsonl").read_bytes() == before
+    other = run_trade("quickstart", "--out", str(out), *SHORT[:-1], "2", "--seed", "1")
+    assert other.code == 2
+    assert other.err.startswith(f"error: {out} was started with --steps 1 (now 2), --seed 0 (now 1)"), other.err
+    assert len(other.err.strip().splitlines()) == 1, other.err
+
+
+@pytest.mark.slow
+@needs_extra
+def test_the_same_seed_gives_the_same_fine_tuned_model(tmp_path: Path) -> None:
+    def weights(out: Path) -> str:
+        run = run_trade("quickstart", "--out", str(out), "--stop-after", "model", "--days", "2", "--sft-steps", "5")
+        assert run.code == 0, run.err
+        return hashlib.sha256((out / "model" / "model.safetensors").read_bytes()).hexdigest()
+
+    assert weights(tmp_path / "a") == weights(tmp_path / "b")
+
+
+@pytest.mark.slow
+@needs_extra
+def test_a_short_quickstart_runs_end_to_end_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "qs"
+    stopped = run_trade("quickstart", "--out", str(out), "--stop-after", "model", *SHORT, timeout=1800)
+    assert stopped.code == 0, stopped.err
+    run = run_trade("quickstart", "--out", str(out), *SHORT, timeout=3600)
+    assert run.code == 0, run.err
+    assert "[3/7] tiny Qwen3 + tool-call fine-tune: done before" in run.out
+    assert f"report: {out / 'report.md'}" in run.out
+    report = (out / "report.md").read_text()
+    # The three sides stand in one table, each row's reward the one its own evaluation wrote.
+    for side in ("trained", "untrained", "momentum", "equal-weight", "hold", "random"):
+        summary = json.loads((out / "evaluate" / side / "summary.json").read_text())
+        reward = summary["mean_reward"]["bucketed"]
+        assert re.search(rf"^\| {re.escape(side)} \| {re.escape(f'{reward:+.3f}')} ", report, re.MULTILINE), side
+    # The learning table is the trainer's metrics.jsonl.
+    step = json.loads((out / "grpo" / "metrics.jsonl").read_text().splitlines()[0])
+    assert f"| 1 | {step['trade/reward/score/mean']:+.3f} | {step['trade/failure/no_valid_call']:.0%} |" in report
+    compared = json.loads((out / "evaluate" / "compare.json").read_text())
+    assert f"Trained against untrained (`trade eval compare`): {compared['verdicts'][0]}." in report
+    assert "## What it learns and what it does not" in report
+    page = (out / "report.html").read_text()
+    assert "trained" in page and "untrained" in page and "momentum" in page
+    assert list(_state(out)["finished"]) == ["market", "tasks", "model", "grpo", "evaluate", "backtest", "report"]
