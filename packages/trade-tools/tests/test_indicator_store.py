@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trade_core.testing import run_trade
+from trade_data.cache import cached_tables
 from trade_data.store import MarketStore
 from trade_tools.episode import Episode, Task
 from trade_tools.indicators import INDICATOR_TABLE, INDICATORS, _table_rows, latest
@@ -52,3 +54,22 @@ def test_price_texts_are_the_same_from_the_table_and_from_the_bars(real_store: M
     from_bars = [e.call("get_price_data", a) for e, a in zip(episodes, args, strict=True)]
     assert from_table == from_bars
     assert sum("技术指标" in text for text in from_table) > 40
+
+
+@pytest.mark.slow
+def test_a_dataset_the_cli_writes_has_its_indicator_table_before_the_first_call(tmp_path: Path) -> None:
+    """`trade data synth` builds the registered bar tables with the dataset: the first tool call of a fresh
+    process opens them and builds nothing."""
+    out = tmp_path / "synth"
+    made = run_trade(
+        "data", "synth", "--out", str(out), "--symbols", "12", "--start", "2020-01-01", "--end", "2020-12-31"
+    )
+    assert made.code == 0, made.err
+    built = cached_tables(out)
+    assert any(name.startswith(f"table-{INDICATOR_TABLE.name}-") for name, _ in built), built
+    store = MarketStore.load(out)
+    symbol = next(s for s in store.symbols if not s.startswith(("SH000", "SZ399")))
+    base = ["--data", str(out), "--date", "2020-12-31", "--pool", symbol]
+    run = run_trade("tools", "call", "get_price_data", *base, "--args", f'{{"symbol": "{symbol}"}}')
+    assert run.code == 0 and "computing" not in run.err, run.err
+    assert cached_tables(out) == built

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.lib.format import open_memmap
 from tqdm import tqdm
 
+from trade_core.registry import Registry
 from trade_data.cache import cached_arrays
 from trade_data.columns import PRICE_FIELDS
 from trade_data.columns import VERSION as STORE_VERSION
@@ -36,6 +37,19 @@ class BarTable:
     """Change it whenever ``compute`` would give other values: stored tables of other versions are rebuilt."""
     columns: tuple[str, ...]
     compute: Callable[[Bars], np.ndarray]
+
+
+BAR_TABLES = Registry("trade_register_bar_tables", "bar table", BarTable)
+
+
+def precompute(dataset: Path) -> None:
+    """Build the store's arrays and every registered bar table of ``dataset`` now, not in the first process that
+    reads it: the commands that write a dataset end with this."""
+    from trade_data.store import MarketStore
+
+    store = MarketStore.load(dataset)
+    for table in BAR_TABLES.all().values():
+        store.bar_tables.rows(table)
 
 
 class BarTables:

@@ -38,16 +38,20 @@ def sample_data() -> Path:
 
 @pytest.fixture(scope="session")
 def real_dataset(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real table imported once per session as a Qlib dir (with the csi300 universe)."""
+    """The real table imported once per session as a Qlib dir (with the csi300 universe), its arrays and bar
+    tables precomputed as `trade data import` leaves them."""
+    from trade_data.bar_tables import precompute
     from trade_data.importer import import_table
 
     out = tmp_path_factory.mktemp("real") / "cn"
-    return import_table(
+    import_table(
         sample_data / "daily.parquet",
         out,
         calendar_file=sample_data / "calendar.txt",
         universe_files={"csi300": sample_data / "csi300.txt"},
     )
+    precompute(out)
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import pluggy
 from trade_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
+    from trade_data.bar_tables import BarTable
     from trade_tools.prompts import PromptSet
     from trade_tools.tool import Tool
 
@@ -45,3 +46,10 @@ def trade_register_prompt_sets(register: Callable[[PromptSet], None]) -> None:
     from trade_tools.prompts import DEFAULT
 
     register(DEFAULT)
+
+
+@hookimpl
+def trade_register_bar_tables(register: Callable[[BarTable], None]) -> None:
+    from trade_tools.indicators import INDICATOR_TABLE
+
+    register(INDICATOR_TABLE)

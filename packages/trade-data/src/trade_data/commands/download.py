@@ -57,10 +57,12 @@ def download_command(
     it offline with --from-file FILE. OUT is replaced atomically: a failure leaves an
     existing dataset untouched.
     """
+    from trade_data.bar_tables import precompute
     from trade_data.info import dataset_info
     from trade_data.sources import download
 
     dates = {"start": start, "end": end}
     options = {name: day.isoformat() for name, day in dates.items() if day is not None}
     download(source_name, out, from_file=from_file, options=options, keep_download=keep_download)
+    precompute(out)
     click.echo(dataset_info(out).to_text())

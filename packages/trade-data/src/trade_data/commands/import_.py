@@ -42,6 +42,7 @@ def import_command(
     rows and keeps the rest byte for byte; changing a stored row or losing universe
     members is refused unless --allow-revisions / --allow-drop says so.
     """
+    from trade_data.bar_tables import precompute
     from trade_data.importer import import_table
     from trade_data.info import dataset_info
 
@@ -49,4 +50,5 @@ def import_command(
         source, out, calendar_file=calendar_file, universe_files=_parse_universes(universes),
         allow_revisions=allow_revisions, allow_drop=allow_drop, progress=True,
     )  # fmt: skip
+    precompute(out)
     click.echo(dataset_info(out).to_text())

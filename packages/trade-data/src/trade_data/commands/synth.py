@@ -30,8 +30,10 @@ def synth_command(out: Path, symbols: int, start: dt.date, end: dt.date, seed: i
     symbol-days (up to 40M: the whole A-share market over 20 years is ~27M) are simulated and
     written in blocks of stocks, in bounded memory.
     """
+    from trade_data.bar_tables import precompute
     from trade_data.info import dataset_info
     from trade_data.synth import write_synthetic_market
 
     write_synthetic_market(out, symbols=symbols, start=start, end=end, seed=seed, progress=True)
+    precompute(out)
     click.echo(dataset_info(out).to_text())
