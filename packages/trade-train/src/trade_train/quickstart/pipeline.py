@@ -101,7 +101,7 @@ def grpo(ctx: Context) -> dict[str, Any]:
         model=ctx.results["model"]["model"], tasks=Path(ctx.results["tasks"]["tasks"]),
         data=Path(ctx.results["market"]["data"]), reward=REWARD, device="cpu", run_dir=ctx.folder("grpo").resolve(),
         grpo=GRPOSettings(steps=s.steps, num_generations=s.group, batch_size=s.group, temperature=s.temperature,
-                          max_completion_length=s.rollout_tokens, seed=s.seed),
+                          max_completion_length=s.rollout_tokens, learning_rate=s.learning_rate, seed=s.seed),
     )  # fmt: skip
     atomic_write(config.run_dir / CONFIG, config.model_dump_json(indent=2) + "\n")
     return {"model": str(train(config)), "run_dir": str(config.run_dir)}

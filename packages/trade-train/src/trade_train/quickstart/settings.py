@@ -26,6 +26,11 @@ class QuickstartSettings(BaseModel):
         0.7, gt=0, description="sampling in GRPO and in evaluation: at 1.0 the tiny model's calls are mostly broken"
     )
     max_tokens: int = Field(256, ge=16, description="tokens per reply in evaluation")
+    learning_rate: float = Field(
+        1e-3,
+        gt=0,
+        description="GRPO's step size: at trl-grpo's 1e-5 a few steps move a tiny model too little to change a reply",
+    )
     rollout_tokens: int = Field(
         1536, ge=64, description="tokens of a GRPO rollout, replies and tool texts together: room for a day's calls"
     )
