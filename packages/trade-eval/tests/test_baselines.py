@@ -10,7 +10,7 @@ import pytest
 
 from trade_data.store import MarketStore
 from trade_eval.backtest import Backtest
-from trade_eval.policies.baselines import BASELINES, EqualWeight, Hold, Momentum, Random
+from trade_eval.policies.baselines import BASELINES, EqualWeight, Hold, Momentum, OracleSignal, Random
 from trade_eval.policy import Policy, RunSettings
 from trade_eval.runfolder import DayRecord
 from trade_tools.episode import Episode
@@ -19,8 +19,12 @@ from trade_tools.trajectory import Trajectory
 
 
 def played(backtest: Backtest, policy: Policy, seed: int = 0) -> list[tuple[DayRecord, Trajectory]]:
+    """The days of ``policy``; the oracle reads KMID, as `--set signal=KMID` has it read on data without a planted
+    signal (the other baselines ignore the option)."""
+
     async def collect() -> list[tuple[DayRecord, Trajectory]]:
-        return [pair async for pair in backtest.days(policy, RunSettings(seed=seed))]
+        settings = RunSettings(seed=seed, options={"signal": "KMID"})
+        return [pair async for pair in backtest.days(policy, settings)]
 
     return asyncio.run(collect())
 
@@ -103,11 +107,14 @@ def test_momentum_holds_the_top_five_by_twenty_day_adjusted_return(backtest, rea
 
 @pytest.mark.parametrize("policy", [cls() for cls in BASELINES], ids=lambda p: p.name)
 def test_baselines_trade_within_the_rules_and_stop_every_day(policy: Policy, backtest) -> None:
+    """The oracle reads its factor in a turn of its own first (on the real data with ``--set signal=KMID``)."""
     run = backtest(20)
+    reads = int(isinstance(policy, OracleSignal))
     for record, trajectory in played(run, policy):
         assert (record.status, record.episode_status, record.refused, record.tool_errors) == ("done", "stopped", 0, 0)
-        assert record.orders <= trajectory.episode.rules.max_actions and record.turns == 1
-        assert [m.role for m in trajectory.messages] == ["assistant", *["tool"] * record.tool_calls]
+        assert record.orders <= trajectory.episode.rules.max_actions and record.turns == 1 + reads
+        roles = [*["assistant", "tool"] * reads, "assistant", *["tool"] * (record.tool_calls - reads)]
+        assert [m.role for m in trajectory.messages] == roles
 
 
 def test_random_is_seeded_by_the_seed_and_the_date(backtest, real_store: MarketStore) -> None:

@@ -33,6 +33,7 @@ def test_trade_plugins_lists_the_policies_with_their_packages(policy_site: Path)
         "llm",
         "local",
         "momentum",
+        "oracle-signal",
         "random",
     ]
     assert plugins["testpolicy"]["distribution"] == "trade-eval-testpolicy"

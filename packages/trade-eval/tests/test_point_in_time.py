@@ -19,10 +19,12 @@ from trade_eval.policy import RunSettings
 
 
 def _days(backtest: Backtest, policy) -> list[tuple[dict, list]]:  # type: ignore[no-untyped-def]
+    """The days of ``policy`` (the oracle reads KMID, as `--set signal=KMID` has it; the others ignore the option)."""
+
     async def collect() -> list[tuple[dict, list]]:
         return [
             (record.model_dump(exclude={"trajectory_id"}), trajectory.episode.actions)
-            async for record, trajectory in backtest.days(policy, RunSettings(seed=4))
+            async for record, trajectory in backtest.days(policy, RunSettings(seed=4, options={"signal": "KMID"}))
         ]
 
     return asyncio.run(collect())

@@ -289,3 +289,56 @@ def test_the_dataset_is_found_from_anywhere_and_moves_with_the_tasks(
         read_manifest(tmp_path / "moved" / "tasks").dataset_in(tmp_path / "moved" / "tasks")
         == (tmp_path / "moved" / "data").resolve()
     )
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_synthetic_market(tmp_path_factory.mktemp("synth") / "m", symbols=40, start="2023-01-01",
+                                  end="2023-03-31")  # fmt: skip
+
+
+SYNTH_SPLIT = "train=2023-01-01:2023-02-28,val=2023-03-01:2023-03-31"
+
+
+def test_tools_and_prompt_set_reach_every_task_and_the_manifest(synthetic: Path, tmp_path: Path) -> None:
+    """`--tools` and `--prompt-set`: the same draws and ground truth, each task naming them and its prompt rendered
+    by them (the one training and `trade eval tasks` replay); a plain build writes no such keys in its tasks."""
+    look_args = ["--tools", "compute_alpha_factor, TakeAction", "--prompt-set", "compact"]
+    run = run_trade("data", "tasks", "--data", str(synthetic), "--out", str(tmp_path / "look"), "--split", SYNTH_SPLIT,
+                    "--pool-size", "5-15", *look_args)  # fmt: skip
+    assert run.code == 0, run.err
+    build_tasks(synthetic, tmp_path / "plain", split=SYNTH_SPLIT, pool_size="5-15")
+    manifest, plain_manifest = read_manifest(tmp_path / "look"), read_manifest(tmp_path / "plain")
+    assert (manifest.tools, manifest.prompt_set) == (["compute_alpha_factor", "TakeAction"], "compact")
+    assert (plain_manifest.tools, plain_manifest.prompt_set) == (None, None)
+    store = MarketStore.load(synthetic)
+    look = {"tools": ["compute_alpha_factor", "TakeAction"], "prompt_set": "compact"}
+    for split in ("train", "val"):
+        records, plain = read_records(tmp_path / "look", split), read_records(tmp_path / "plain", split)
+        assert len(records) == len(plain) > 10
+        for record, reference in zip(records, plain, strict=True):
+            assert record.task == reference.task.model_copy(update=look)
+            assert record.ground_truth == reference.ground_truth
+            episode = Episode.start(record.task, store)
+            assert record.prompt == episode.messages() != reference.prompt
+            assert [s["function"]["name"] for s in episode.tool_schemas()] == look["tools"]
+            assert "市场状态" not in record.prompt[0]["content"] and "市场状态" in reference.prompt[0]["content"]
+        lines = (tmp_path / "plain" / f"{split}.jsonl").read_text().splitlines()
+        assert not any({"tools", "prompt_set"} & set(json.loads(line)["task"]) for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tools", "TakeAction,get_news"], "names unknown tools ['get_news'] (known: get_price_data,"),
+        (["--prompt-set", "verbose"], "unknown prompt set 'verbose' (valid: compact, default)"),
+    ],
+)
+def test_unknown_tools_or_prompt_sets_are_one_line_errors(
+    synthetic: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    run = run_trade("data", "tasks", "--data", str(synthetic), "--out", str(tmp_path / "out"), "--split", SYNTH_SPLIT,
+                    "--pool-size", "5-15", *args)  # fmt: skip
+    errors = [line for line in run.err.splitlines() if line.startswith("error:")]
+    assert run.code == 2 and len(errors) == 1 and message in errors[0], run.err
+    assert "Traceback" not in run.err and not (tmp_path / "out").exists()

@@ -1,4 +1,5 @@
-"""Helpers for trade-tools' tests: episodes on the real data and real days picked from it."""
+"""Helpers for trade-tools' tests: episodes on the real data and real days picked from it, and a small synthetic
+market for tests that need any market (they run without the real data)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
+from trade_data.synth import write_synthetic_market
 from trade_tools.episode import Episode, Task
 
 
@@ -42,3 +44,11 @@ def open_day(real_store: MarketStore):  # type: ignore[no-untyped-def]
         return Episode.start(task, real_store, **kwargs)  # type: ignore[arg-type]
 
     return start
+
+
+@pytest.fixture(scope="session")
+def synth_store(tmp_path_factory: pytest.TempPathFactory) -> MarketStore:
+    """A synthetic market of 40 stocks over 2020's first half (no signal), written and loaded as `trade data synth`
+    leaves one."""
+    out = write_synthetic_market(tmp_path_factory.mktemp("synth") / "m", 40, "2020-01-01", "2020-06-30", seed=1)
+    return MarketStore.load(out)

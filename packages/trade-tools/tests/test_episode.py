@@ -10,7 +10,8 @@ import pytest
 from trade_core.errors import TradeError
 from trade_data.store import MarketStore
 from trade_tools.day import TradingDay
-from trade_tools.episode import Episode, EpisodeSettings, Task
+from trade_tools.episode import DEFAULT_TOOLS, Episode, EpisodeSettings, Task
+from trade_tools.tasks import day_task
 from trade_tools.trajectory import read_trajectories, write_trajectories
 
 POOL = ["SH600519", "SZ000001", "SH600036", "SZ300750"]
@@ -105,3 +106,46 @@ def test_trajectory_jsonl_round_trip_and_bad_lines(open_day, tmp_path) -> None: 
     path.write_text(path.read_text() + '{"version": 1, "task_id": 3}\n')
     with pytest.raises(TradeError, match=r"t.jsonl:3: not a trajectory"):
         list(read_trajectories(path))
+
+
+def _synth_task(store: MarketStore, **look: object) -> Task:
+    return day_task(store, "2020-05-06", pool_size=5, seed=3).model_copy(update=look)
+
+
+def test_a_task_that_names_tools_offers_only_those(synth_store: MarketStore) -> None:
+    """In the task's order, over the settings' own: every trainer and evaluation then offers the same day; another
+    tool answers the Episode's unknown-tool error, also after a JSON round trip."""
+    tools = ["TakeAction", "compute_alpha_factor"]
+    task = _synth_task(synth_store, tools=tools)
+    day = Episode.start(task, synth_store, settings=EpisodeSettings(tools=DEFAULT_TOOLS, max_turns=5))
+    assert day.settings.tools == tuple(tools) and day.settings.max_turns == 5
+    assert [s["function"]["name"] for s in day.tool_schemas()] == tools
+    system = day.messages()[0]["content"]
+    listed = system[system.index("## 可用工具") :].splitlines()[1:]
+    assert [line.split("(")[0] for line in listed] == ["- TakeAction", "- compute_alpha_factor"]
+    refused = "错误：未知工具 'get_price_data'，可用工具：TakeAction, compute_alpha_factor"
+    assert day.call("get_price_data", {"symbol": task.pool[0]}) == refused
+    assert day.tool_errors == 1 and day.internal_errors == 0
+    assert day.call("compute_alpha_factor", {"expression": "KMID"}).startswith("## Alpha158因子 KMID")
+    copy = Episode.model_validate_json(day.model_dump_json()).bind(synth_store)
+    assert copy.call("get_price_data", {"symbol": task.pool[0]}) == refused
+    plain = Episode.start(_synth_task(synth_store), synth_store)
+    assert plain.settings.tools == DEFAULT_TOOLS and plain.call("get_price_data", {"symbol": task.pool[0]})[:2] == "##"
+
+
+@pytest.mark.parametrize(
+    ("look", "message"),
+    [
+        ({"tools": ["TakeAction", "nope"]}, "names unknown tools ['nope']"),
+        ({"tools": []}, "names unknown tools []"),
+        ({"prompt_set": "nope"}, "unknown prompt set 'nope'"),
+    ],
+)
+def test_unknown_tools_or_prompt_sets_are_one_line_errors(
+    synth_store: MarketStore, look: dict[str, object], message: str
+) -> None:
+    with pytest.raises(TradeError) as refused:
+        Episode.start(_synth_task(synth_store, **look), synth_store)
+    assert message in refused.value.message and "\n" not in str(refused.value)
+    known = "TakeAction" if "tools" in look else "compact"
+    assert refused.value.hint and known in refused.value.hint  # it names the known ones

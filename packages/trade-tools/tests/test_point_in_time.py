@@ -1,5 +1,6 @@
 """Point in time for tools: nothing a tool is given reaches past T0, and every tool's text at T0 is
-identical when every bar after T0 is changed (real data, random days, through the real import and load path).
+identical when every bar after T0 is changed (real data and a synthetic market with a planted signal, random
+days, through the real write and load path).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from trade_core import hookimpl
 from trade_core.plugins import get_manager
 from trade_core.testing import inline_plugin
 from trade_data.qlib_dir import DatasetMeta, read_calendar_file, read_instruments_file, write_dataset
+from trade_data.signals import PlantedSignal
 from trade_data.store import MarketStore
+from trade_data.synth import generate_market
 from trade_data.testing import perturb_future
 from trade_tools.episode import DEFAULT_TOOLS, Episode, EpisodeSettings
 from trade_tools.indicators import INDICATORS
@@ -46,12 +49,10 @@ def random_calls(pool: list[str], rng: np.random.Generator, n: int = 40) -> list
             )
         elif kind == 2:
             symbols = list(rng.choice(pool, size=int(rng.integers(1, len(pool))), replace=False))
-            calls.append(
-                (
-                    "compute_alpha_factor",
-                    json.dumps({"expression": str(rng.choice(ALPHA)), "symbols": symbols}),
-                )
-            )
+            args = {"expression": str(rng.choice(ALPHA)), "symbols": symbols}
+            if rng.random() < 0.3:  # the whole pool
+                del args["symbols"]
+            calls.append(("compute_alpha_factor", json.dumps(args)))
         else:
             side = str(rng.choice(["buy", "sell"]))
             calls.append(
@@ -72,18 +73,44 @@ def test_tool_texts_ignore_the_future(
         table, tmp_path / "perturbed", meta=DatasetMeta(source="perturbed"),
         calendar=read_calendar_file(sample_data / "calendar.txt"), universes={"csi300": members},
     )  # fmt: skip
-    perturbed = MarketStore.load(out)
-    task = day_task(real_store, t0.date().isoformat(), pool_size=12, seed=seed)
+    check_future_is_ignored(real_store, MarketStore.load(out), t0, rng, seed)
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+def test_tool_texts_ignore_the_future_of_a_planted_signal_market(seed: int, tmp_path: Path) -> None:
+    """A planted signal moves each next day by today's bars: the tools' texts (its factor's too) still see
+    nothing of the changed future."""
+    market = generate_market(80, "2020-01-01", "2021-03-31", seed=seed, signal=PlantedSignal(name="KMID", ic=0.3))
+    rng = np.random.default_rng(seed)
+    t0 = market.calendar[int(rng.integers(80, len(market.calendar) - 5))]
+    meta = DatasetMeta(synthetic=True, source="synth", parameters=market.parameters)
+    members = market.universes["csi300"]
+    original = write_dataset(market.table, tmp_path / "original", meta=meta, calendar=market.calendar,
+                             universes={"csi300": members})  # fmt: skip
+    table, changed = perturb_future(market.table, members, t0, seed)
+    perturbed = write_dataset(table, tmp_path / "perturbed", meta=meta, calendar=market.calendar,
+                              universes={"csi300": changed})  # fmt: skip
+    store = MarketStore.load(original)
+    assert store.planted_signal == MarketStore.load(perturbed).planted_signal == "KMID"
+    check_future_is_ignored(store, MarketStore.load(perturbed), t0, rng, seed)
+
+
+def check_future_is_ignored(
+    store: MarketStore, perturbed: MarketStore, t0: pd.Timestamp, rng: np.random.Generator, seed: int
+) -> None:
+    """The same task, prompts, tool texts and episode at ``t0`` on both stores; and T0+1's differ, so the check
+    could fail."""
+    task = day_task(store, t0.date().isoformat(), pool_size=12, seed=seed)
     assert day_task(perturbed, t0.date().isoformat(), pool_size=12, seed=seed) == task
-    original, changed = Episode.start(task, real_store), Episode.start(task, perturbed)
+    original, changed = Episode.start(task, store), Episode.start(task, perturbed)
     assert changed.messages() == original.messages()
     for name, arguments in random_calls(task.pool, rng):
         assert changed.call(name, arguments) == original.call(name, arguments), (name, arguments)
     assert changed.model_dump() == original.model_dump() and original.internal_errors == 0
-    later = real_store.shift(t0, 1).isoformat()  # the check can fail: the next day sees the change
+    later = store.shift(t0, 1).isoformat()  # the check can fail: the next day sees the change
     symbol = task.pool[0]
     next_day = {"symbol": symbol}
-    assert Episode.start(task.model_copy(update={"date": later}), real_store).call("get_price_data", next_day) != (
+    assert Episode.start(task.model_copy(update={"date": later}), store).call("get_price_data", next_day) != (
         Episode.start(task.model_copy(update={"date": later}), perturbed).call("get_price_data", next_day)
     )
 

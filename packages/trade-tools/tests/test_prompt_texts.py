@@ -10,6 +10,8 @@ from trade_data.store import MarketStore
 from trade_tools.alpha import alpha158, alpha158_expressions
 from trade_tools.episode import Episode, EpisodeSettings, Task
 from trade_tools.indicators import INDICATORS
+from trade_tools.prompts import PROMPT_SETS
+from trade_tools.tasks import day_task
 from trade_tools.tool import TOOLS
 
 POOL = ["SH600519", "SZ000001", "SZ300750"]
@@ -73,3 +75,19 @@ def test_roc_says_that_the_stock_that_rose_most_ranks_last(open_day) -> None:  #
     lines = text.splitlines()
     assert lines[1] == "公式：Ref($close, 5)/$close；含义：5日前收盘价÷今日收盘价，越大表示近5日跌得越多"
     assert lines[-1].startswith("3. SZ300750: 0.66")
+
+
+def test_the_compact_set_leaves_out_the_market_state_and_the_tool_list(synth_store: MarketStore) -> None:
+    """Role, rules with the turn limit and a three-step workflow; the user message is the default one."""
+    task = day_task(synth_store, "2020-05-06", pool_size=5, seed=3)
+    default = Episode.start(task, synth_store).messages()
+    compact = Episode.start(task.model_copy(update={"prompt_set": "compact"}), synth_store).messages()
+    assert "市场状态" in default[0]["content"] and "## 可用工具" in default[0]["content"]
+    system = compact[0]["content"]
+    assert "市场状态" not in system and "## 可用工具" not in system and "compute_alpha_factor" not in system
+    assert system.startswith("【合成数据】你是一名A股量化交易分析师")  # a synthetic market says so, as the summary would
+    assert "## 交易规则" in system and "最多回复16轮" in system
+    assert '3. 最后必须调用 TakeAction(type="stop")' in system and "4. " not in system
+    assert len(system) < len(default[0]["content"]) / 2
+    assert compact[1] == default[1]
+    assert "compact" in PROMPT_SETS.all() and PROMPT_SETS.get("default").system is not PROMPT_SETS.get("compact").system

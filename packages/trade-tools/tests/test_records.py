@@ -9,7 +9,7 @@ import pytest
 
 from trade_core.errors import TradeError
 from trade_tools.episode import Episode
-from trade_tools.records import GroundTruth, Reward, parse
+from trade_tools.records import GroundTruth, Reward, Task, parse
 from trade_tools.trajectory import TRAJECTORY_VERSION, Trajectory, read_trajectories, write_trajectories
 
 POOL = ["SH600519", "SZ000001"]
@@ -74,3 +74,28 @@ def test_a_trajectory_is_written_whole_or_not_at_all(stopped: Episode, tmp_path:
     with pytest.raises(OSError, match="disk full"):
         write_trajectories(path, broken())
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["day.jsonl"]
+
+
+PLAIN_KEYS = ["task_id", "date", "pool", "holdings", "cost_basis", "cash", "universe", "index"]
+"""A task's keys before it could name its tools, prompt set or anonymization."""
+
+
+def test_a_plain_task_serialises_as_before() -> None:
+    """Task files, verl rows and trajectories of plain tasks keep their bytes: no key for an unset field."""
+    task = Task(task_id="t", date="2024-06-14", pool=POOL, cash=1e6)  # type: ignore[arg-type]
+    assert list(task.model_dump()) == PLAIN_KEYS
+    assert list(json.loads(task.model_dump_json())) == PLAIN_KEYS
+    assert task.model_dump_json() == (
+        '{"task_id":"t","date":"2024-06-14","pool":["SH600519","SZ000001"],"holdings":{},"cost_basis":{},'
+        '"cash":1000000.0,"universe":"csi300","index":"SH000001"}'
+    )
+
+
+def test_tools_and_prompt_set_are_written_when_set_and_read_back() -> None:
+    task = Task(task_id="t", date="2024-06-14", pool=POOL, cash=1e6, tools=["TakeAction"], prompt_set="compact")  # type: ignore[arg-type]
+    data = json.loads(task.model_dump_json())
+    assert list(data) == [*PLAIN_KEYS, "tools", "prompt_set"]
+    assert (data["tools"], data["prompt_set"]) == (["TakeAction"], "compact")
+    assert Task.model_validate_json(task.model_dump_json()) == task
+    empty = Task(task_id="t", date="2024-06-14", pool=POOL, cash=1e6, tools=[])  # type: ignore[arg-type]
+    assert json.loads(empty.model_dump_json())["tools"] == []  # not a plain task: Episode.start refuses it

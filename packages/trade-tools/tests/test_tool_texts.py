@@ -8,6 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from trade_data.store import MarketStore
+from trade_tools.episode import Episode
+from trade_tools.tasks import day_task
 from trade_tools.text import MAX_PERIOD
 
 POOL = ["SH600519", "SZ000001", "SZ300750"]
@@ -78,6 +81,37 @@ def test_alpha_factor_has_no_period_argument(open_day) -> None:  # type: ignore[
     assert set(schema["parameters"]["properties"]) == {"expression", "symbols"}
     text = day.call("compute_alpha_factor", {"expression": "ROC20", "symbols": POOL, "period": "60d"})
     assert "不支持的参数 'period'" in text
+
+
+def _ranked(text: str) -> list[str]:
+    """The symbols of a factor ranking, in the order shown."""
+    return re.findall(r"^\d+\. (\w+): ", text, flags=re.MULTILINE)
+
+
+def test_alpha_factor_symbols_may_be_left_out_for_the_whole_pool(synth_store: MarketStore) -> None:
+    """Only the expression is required: without symbols (or with null) the ranking is the pool's, the text the
+    same as naming every pool stock; a held stock outside the pool is not added."""
+    task = day_task(synth_store, "2020-05-06", pool_size=6, seed=2)
+    outside = next(s for s in synth_store.asof(task.date).members("csi300") if s not in task.pool)
+    day = Episode.start(task.model_copy(update={"holdings": {outside: 100}}), synth_store)
+    schema = next(s["function"] for s in day.tool_schemas() if s["function"]["name"] == "compute_alpha_factor")
+    assert schema["parameters"]["required"] == ["expression"]
+    assert schema["parameters"]["properties"]["symbols"]["type"] == "array"
+    assert "省略时为整个股票池" in schema["parameters"]["properties"]["symbols"]["description"]
+    assert "compute_alpha_factor(expression: string, symbols: array（可选）)" in day.messages()[0]["content"]
+    whole = day.call("compute_alpha_factor", {"expression": "KMID"})
+    assert sorted(_ranked(whole)) == sorted(task.pool)
+    assert day.call("compute_alpha_factor", {"expression": "KMID", "symbols": task.pool}) == whole
+    assert day.call("compute_alpha_factor", '{"expression": "KMID", "symbols": null}') == whole
+    assert _ranked(day.call("compute_alpha_factor", {"expression": "KMID", "symbols": [outside]})) == [outside]
+    assert day.tool_errors == 0
+
+
+def test_alpha_factor_empty_symbols_is_an_error_in_chinese(synth_store: MarketStore) -> None:
+    day = Episode.start(day_task(synth_store, "2020-05-06", pool_size=6, seed=2), synth_store)
+    text = day.call("compute_alpha_factor", {"expression": "KMID", "symbols": []})
+    assert text == "错误：symbols 不能为空；省略 symbols 即为整个股票池"
+    assert day.tool_errors == 1 and day.internal_errors == 0
 
 
 def test_suspended_stock_says_so(open_day) -> None:  # type: ignore[no-untyped-def]

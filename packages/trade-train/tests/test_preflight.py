@@ -57,6 +57,37 @@ def test_every_problem_is_one_line_and_all_come_at_once(
     assert run.out == ""
 
 
+@pytest.fixture(scope="module")
+def train_and_test_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tasks folder as the quickstart builds it: train and test splits, no val, on a small synthetic market."""
+    from trade_data.synth import write_synthetic_market
+    from trade_reward.tasks import build_tasks
+
+    root = tmp_path_factory.mktemp("train-test")
+    market = write_synthetic_market(root / "market", symbols=30, start="2024-01-01", end="2024-06-30", seed=0)
+    build_tasks(market, root / "tasks", split="train=2024-03-01:2024-03-29,test=2024-05-06:2024-05-31",
+                pool_size="5-8")  # fmt: skip
+    return root / "tasks"
+
+
+def test_trl_grpo_needs_only_the_train_split_and_verl_grpo_still_asks_for_val(
+    train_and_test_tasks: Path, tmp_path: Path
+) -> None:
+    tasks = train_and_test_tasks
+    assert {p.name for p in tasks.glob("*.jsonl")} == {"train.jsonl", "test.jsonl"}
+    common = ["--model", "Qwen/Qwen3-0.6B", "--tasks", str(tasks), "--dry-run"]
+    trl = run_trade("train", "--trainer", "trl-grpo", *common, "--device", "cpu", "--run-dir", str(tmp_path / "trl"))
+    assert trl.code == 0, trl.err
+    assert "trl-grpo on cpu" in trl.out and (tmp_path / "trl" / "run.json").is_file()
+    verl = run_trade("train", "--trainer", "verl-grpo", *common, "--device", "gpu", "--run-dir", str(tmp_path / "verl"))
+    assert verl.code == 2 and verl.out == ""
+    assert verl.err.strip().splitlines() == [
+        f"error: tasks folder {tasks} has no val.jsonl (rebuild it with `trade data tasks`: its default --split "
+        "makes train, val and test)"
+    ]
+    assert not (tmp_path / "verl").exists()
+
+
 def test_a_folder_without_config_or_tokenizer_is_refused_in_one_line(tasks: Path, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     run = run_trade("train", "--model", str(tmp_path / "empty"), "--tasks", str(tasks), "--run-dir",

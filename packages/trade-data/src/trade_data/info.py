@@ -19,6 +19,7 @@ from trade_data.qlib_dir import (
     require_dataset,
     settle,
 )
+from trade_data.signals import describe_dataset
 from trade_data.symbols import Board, board_of
 
 
@@ -34,6 +35,8 @@ class DatasetInfo(BaseModel):
     path: str
     synthetic: bool
     source: str
+    description: str
+    """What reports say of it: 'real market data', 'synthetic', 'synthetic, planted signal KMID, IC 0.2'."""
     symbols: int
     stocks: int
     indices: list[str]
@@ -52,6 +55,8 @@ class DatasetInfo(BaseModel):
 
     def to_text(self) -> str:
         kind = "SYNTHETIC market (not real data)" if self.synthetic else "real market data"
+        if self.synthetic and self.description != "synthetic":
+            kind += f"; {self.description.removeprefix('synthetic, ')}"
         lines = [
             f"dataset     {self.path}  [{kind}; source: {self.source}]",
             f"symbols     {self.symbols} ({self.stocks} stocks, indices: {', '.join(self.indices) or 'none'})",
@@ -120,6 +125,7 @@ def dataset_info(folder: Path) -> DatasetInfo:
         path=str(folder),
         synthetic=meta.synthetic,
         source=meta.source,
+        description=describe_dataset(meta.synthetic, meta.parameters),
         symbols=len(symbols),
         stocks=len(symbols) - len(indices),
         indices=indices,

@@ -32,6 +32,7 @@ from trade_data.qlib_dir import (
     require_dataset,
     settle,
 )
+from trade_data.signals import planted_signal
 from trade_data.symbols import PRICE_LIMITS, Board, PriceLimit, board_of, limit_pct
 
 BAR_FIELDS = (*PRICE_FIELDS, "volume")
@@ -68,6 +69,9 @@ class MarketStore:
         self.symbols: list[str] = list(listed["symbol"])
         self.column = {s: j for j, s in enumerate(self.symbols)}
         self.fingerprint = dataset_fingerprint(self.path)
+        planted = planted_signal(self.meta.parameters) if self.meta.synthetic else None
+        self.planted_signal: str | None = None if planted is None else planted.name
+        """The Alpha158 factor planted in a synthetic market (``trade data synth --signal``), else None."""
         arrays = store_arrays(self.path, self.symbols, self.calendar, fingerprint=self.fingerprint)
         self._arrays = arrays
         self.adjusted = {name: arrays[f"adjusted_{name}"] for name in PRICE_FIELDS}

@@ -25,6 +25,7 @@ from trade_core.errors import TradeError
 from trade_core.params import iso_date
 from trade_data.errors import DatasetError
 from trade_data.qlib_dir import DatasetMeta, is_dataset, read_meta, refuse_foreign_folder, write_dataset_blocks
+from trade_data.signals import PlantedSignal, rank_z
 from trade_data.symbols import Board, board_of, limit_fractions
 
 log = structlog.get_logger("trade.data.synth")
@@ -139,10 +140,12 @@ def _index_sizes(symbols: int) -> tuple[int, int]:
 
 
 def _parameters(
-    symbols: int, start: str | dt.date, end: str | dt.date, seed: int, **extra: object
+    symbols: int, start: str | dt.date, end: str | dt.date, seed: int, signal: PlantedSignal | None, **extra: object
 ) -> dict[str, object]:
-    """What made the market, for ``trade.json``."""
+    """What made the market, for ``trade.json`` (the planted signal only where there is one, so a market
+    without one records what it did before signals existed)."""
     csi300, csi500 = _index_sizes(symbols)
+    planted = {} if signal is None else {"signal": signal.model_dump()}
     return {
         "symbols": symbols,
         "start": _parse_day(start, "start").isoformat(),
@@ -154,21 +157,27 @@ def _parameters(
         "holidays": list(HOLIDAYS),
         "index_bases": INDEX_BASES,
         **asdict(MODEL),
+        **planted,
         **extra,
     }
 
 
 def generate_market(
-    symbols: int = 300, start: str | dt.date = "2018-01-01", end: str | dt.date = "2025-12-31", seed: int = 0
+    symbols: int = 300,
+    start: str | dt.date = "2018-01-01",
+    end: str | dt.date = "2025-12-31",
+    seed: int = 0,
+    signal: PlantedSignal | None = None,
 ) -> SyntheticMarket:
-    """Simulate ``symbols`` stocks plus SH000001/SH000300/SH000905 over weekdays from start to end.
+    """Simulate ``symbols`` stocks plus SH000001/SH000300/SH000905 over weekdays from start to end, with
+    ``signal`` planted in the stocks' next-day moves if given.
 
-    The same arguments give the same market, bit for bit.
+    The same arguments give the same market, bit for bit; without a signal, the market made before signals.
     """
     calendar = _checked_calendar(symbols, start, end, seed, MAX_CELLS)
     rng = np.random.default_rng(seed)
     codes = stock_codes(symbols)
-    stocks = _simulate_stocks(rng, codes, calendar)
+    stocks = _simulate_stocks(rng, codes, calendar, signal=signal)
     csi300, csi500 = _index_sizes(symbols)
     periods = _rebalance_days(calendar)
     member300, member500 = _rank_members(_period_caps(stocks, periods), csi300, csi500)
@@ -183,7 +192,7 @@ def generate_market(
             "csi500": _intervals(member500, periods, calendar, stocks.codes),
         },
         sectors=pd.Series(stocks.sector, index=pd.Index(stocks.codes, name="symbol"), name="sector"),
-        parameters=_parameters(symbols, start, end, seed),
+        parameters=_parameters(symbols, start, end, seed, signal),
     )
 
 
@@ -194,6 +203,7 @@ def write_synthetic_market(
     end: str | dt.date = "2025-12-31",
     seed: int = 0,
     *,
+    signal: PlantedSignal | None = None,
     progress: bool = False,
     stream: bool | None = None,
 ) -> Path:
@@ -210,10 +220,10 @@ def write_synthetic_market(
     streamed = len(calendar) * symbols > MAX_CELLS if stream is None else stream
     if streamed:
         universes: dict[str, pd.DataFrame] = {}
-        blocks = _stream_market(stock_codes(symbols), calendar, seed, universes, progress)
-        parameters = _parameters(symbols, start, end, seed, stream_block=STREAM_BLOCK)
+        blocks = _stream_market(stock_codes(symbols), calendar, seed, universes, progress, signal)
+        parameters = _parameters(symbols, start, end, seed, signal, stream_block=STREAM_BLOCK)
     else:
-        market = generate_market(symbols, start, end, seed)
+        market = generate_market(symbols, start, end, seed, signal)
         blocks, universes, parameters = [market.table], market.universes, market.parameters
     meta = DatasetMeta(synthetic=True, source="synth", parameters=parameters)
     write_dataset_blocks(
@@ -224,13 +234,19 @@ def write_synthetic_market(
 
 
 def _stream_market(
-    codes: np.ndarray, calendar: pd.DatetimeIndex, seed: int, universes: dict[str, pd.DataFrame], progress: bool
+    codes: np.ndarray,
+    calendar: pd.DatetimeIndex,
+    seed: int,
+    universes: dict[str, pd.DataFrame],
+    progress: bool,
+    signal: PlantedSignal | None,
 ) -> Iterator[pd.DataFrame]:
     """A market too large for memory as long tables of :data:`STREAM_BLOCK` stocks, then its indices.
 
     Every block has its own seeded generator and all share the market and sector shocks. The
     indices weigh members ranked over the whole market, so once every block is ranked (which fills
-    ``universes``) each block is simulated again, identically, and its sums added to the indices'.
+    ``universes``) each block is simulated again, identically, and its sums added to the indices'. A planted
+    signal is ranked within each block (250 random stocks stand in for the market's cross-section).
     """
     starts = range(0, len(codes), STREAM_BLOCK)
     common_seed, *block_seeds = np.random.SeedSequence(seed).spawn(1 + len(starts))
@@ -238,7 +254,7 @@ def _stream_market(
 
     def simulate(k: int) -> _Stocks:
         block = codes[starts[k] : starts[k] + STREAM_BLOCK]
-        return _simulate_stocks(np.random.default_rng(block_seeds[k]), block, calendar, common)
+        return _simulate_stocks(np.random.default_rng(block_seeds[k]), block, calendar, common, signal)
 
     periods = _rebalance_days(calendar)
     keys = []
@@ -323,7 +339,11 @@ def _common_shocks(rng: np.random.Generator, days: int) -> np.ndarray:
 
 
 def _simulate_stocks(
-    rng: np.random.Generator, codes: np.ndarray, calendar: pd.DatetimeIndex, common: np.ndarray | None = None
+    rng: np.random.Generator,
+    codes: np.ndarray,
+    calendar: pd.DatetimeIndex,
+    common: np.ndarray | None = None,
+    signal: PlantedSignal | None = None,
 ) -> _Stocks:
     """Simulate ``codes``; ``common`` (from :func:`_common_shocks`) shares the market and sector factors
     between blocks of stocks simulated apart, else they are drawn with the stocks' own shocks."""
@@ -359,7 +379,9 @@ def _simulate_stocks(
     own = np.where(listed, gamma * eps[:, 1 : 1 + m.sectors][:, sector] + eps[:, 1 + m.sectors :] + jumps, 0.0)
     deviation = _mean_revert(own, np.log(2.0) / m.reversion_half_life_days)
     latent = np.log(price0) + market - market[listing, np.arange(count)] + deviation
-    bars = _price_path(rng, latent, traded, total_vol, (ex, dividend_yield, bonus), _limits(codes, calendar))
+    own_vol = np.sqrt((gamma * m.sector_vol) ** 2 + idio_vol**2)
+    plant = None if signal is None else (signal, signal.strength() * own_vol)
+    bars = _price_path(rng, latent, traded, total_vol, (ex, dividend_yield, bonus), _limits(codes, calendar), plant)
     opens, highs, lows, closes = (np.where(traded, bar, np.nan) for bar in bars[:4])
     factor, cash = bars[4:]
 
@@ -449,6 +471,7 @@ def _price_path(
     total_vol: np.ndarray,
     dividends: tuple[np.ndarray, np.ndarray, np.ndarray],
     limits: np.ndarray,
+    plant: tuple[PlantedSignal, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Raw OHLC that track the latent adjusted price within each day's price limits.
 
@@ -458,6 +481,10 @@ def _price_path(
     previous close / reference price, which keeps the adjusted series free of the dividend gap.
     Returns (open, high, low, close, factor, cash) for every day; untraded days are filled in too
     and masked by the caller, the previous close only moves on traded days.
+
+    ``plant`` (signal, move per unit z-score of each stock) adds to each stock's log price, from the next
+    day on, its move times the rank z-score of the signal on the day's bars (traded stocks only). The move
+    arrives whole in the next open, so the next day's own bars, and the signal on them, do not echo it.
     """
     ex, dividend_yield, bonus = dividends
     days, count = latent.shape
@@ -467,6 +494,7 @@ def _price_path(
     opens, highs, lows, closes = (np.empty(latent.shape) for _ in range(4))
     factor, cash = np.ones(latent.shape), np.zeros(latent.shape)
     previous, running_factor = np.full(count, np.nan), np.ones(count)
+    planted, step = np.zeros(count), np.zeros(count)
     for t in range(days):
         reference = previous.copy()
         event = ex[t]
@@ -476,17 +504,23 @@ def _price_path(
             running_factor[event] *= previous[event] / reference[event]
             cash[t, event] = dividend / previous[event]
         factor[t] = running_factor
-        target = np.exp(latent[t]) / running_factor
+        target = np.exp(latent[t] + planted) / running_factor
         first = np.isnan(reference)
         up = np.where(first, np.inf, np.round(reference * (1.0 + limits[t]), 2))
         down = np.where(first, 0.01, np.maximum(np.round(reference * (1.0 - limits[t]), 2), 0.01))
         close = np.clip(np.round(target, 2), down, up)
         base = np.where(first, close, reference)
-        opening = np.clip(np.round(base * np.exp(0.5 * np.log(target / base) + open_noise[t]), 2), down, up)
+        gap = 0.5 * (np.log(target / base) - step) + step
+        opening = np.clip(np.round(base * np.exp(gap + open_noise[t]), 2), down, up)
         opens[t], closes[t] = opening, close
         highs[t] = np.minimum(np.round(np.maximum(opening, close) * np.exp(high_reach[t]), 2), up)
         lows[t] = np.maximum(np.round(np.minimum(opening, close) * np.exp(-low_reach[t]), 2), down)
         previous = np.where(traded[t], close, previous)
+        if plant is not None:
+            signal, move = plant
+            today = signal.values((opens[t], highs[t], lows[t], closes[t]))
+            step = move * rank_z(np.where(traded[t], today, np.nan))
+            planted += step
     return opens, highs, lows, closes, factor, cash
 
 

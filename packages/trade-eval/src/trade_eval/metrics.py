@@ -187,7 +187,46 @@ def activity(days: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "tool_errors_per_day": total("tool_errors") / count,
         "prompt_tokens_per_day": total("prompt_tokens") / count,
         "completion_tokens_per_day": total("completion_tokens") / count,
+        "trading": trading(days),
     }
+
+
+def trading(days: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Whether a policy traded at all, so a return earned in cash reads as such: its days, the orders that
+    filled (on days it played: a failed day's fills never stand), the days with a fill, and the days on which
+    nothing it did worked (the day failed, or every tool call returned an error, none at all included).
+    Forgiving of damaged records: the dashboard counts the lines of a run still being written."""
+
+    def number(day: Mapping[str, Any], key: str) -> int:
+        value = day.get(key)
+        return value if isinstance(value, int) else 0
+
+    played = [day for day in days if day.get("status") == "done"]
+    filled = [number(day, "orders") - number(day, "refused") for day in played]
+    return {
+        "days": len(days),
+        "orders_filled": sum(filled),
+        "days_traded": sum(n > 0 for n in filled),
+        "days_every_call_failed": sum(
+            day.get("status") != "done" or number(day, "tool_errors") >= number(day, "tool_calls") for day in days
+        ),
+    }
+
+
+TRADING_KEYS = ("days", "orders_filled", "days_traded", "days_every_call_failed")
+
+
+def trading_note(counts: Any) -> str:
+    """What :func:`trading`'s counts say beside a return when it is not a trader's: "every call failed on 6 of 6
+    days", "never traded (0 orders filled on 6 days)", else nothing (nor for counts a summary does not hold)."""
+    if not isinstance(counts, Mapping) or not all(isinstance(counts.get(key), int) for key in TRADING_KEYS):
+        return ""
+    days = counts["days"]
+    if days and counts["days_every_call_failed"] == days:
+        return f"every call failed on {days} of {days} days"
+    if days and counts["orders_filled"] == 0:
+        return f"never traded (0 orders filled on {days} days)"
+    return ""
 
 
 # -- the printed table ------------------------------------------------------------------------------
@@ -254,19 +293,32 @@ def cell(row: Mapping[str, Any], key: str, kind: str) -> str:
     return f"{text} [{_text(ci[0], kind)}, {_text(ci[1], kind)}]" if ci else text
 
 
+NOTE_AFTER, NOTE_LABEL = "total_return", "note"
+"""Tables put a row's :func:`trading_note` on a line of this label under its total return."""
+
+
+def trading_notes(rows: Mapping[str, Any]) -> list[str]:
+    """Each row's :func:`trading_note`, or none at all when no row needs one (a table then has no note line)."""
+    notes = [trading_note(row.get("trading")) if isinstance(row, Mapping) else "" for row in rows.values()]
+    return notes if any(notes) else []
+
+
 def table_lines(summary: Mapping[str, Any]) -> list[str]:
     """The metrics of summary.json as a fixed-width table, one column per row of ``summary["rows"]``,
-    with every annualised figure labelled by its trading days per year, each interval beside its value and
-    the intervals' method (``conventions["ci"]``) below."""
+    with every annualised figure labelled by its trading days per year, each interval beside its value, a
+    note under the total return of a row that never traded or whose every call failed, and the intervals'
+    method (``conventions["ci"]``) below."""
     conv = summary["conventions"]
     fill = {"n": conv["trading_days_per_year"], "rf": f"{conv['risk_free']:.2%}"}
     rows = summary["rows"]
     present = {key for row in rows.values() for key in row}
-    cells = [
-        [label.format(**fill), *(cell(row, key, kind) for row in rows.values())]
-        for key, label, kind in METRIC_ROWS
-        if key in present
-    ]
+    notes = trading_notes(rows)
+    cells = []
+    for key, label, kind in METRIC_ROWS:
+        if key in present:
+            cells.append([label.format(**fill), *(cell(row, key, kind) for row in rows.values())])
+        if key == NOTE_AFTER and notes:
+            cells.append([NOTE_LABEL, *(note or "-" for note in notes)])
     lines = _grid(["metric", *rows], cells)
     return [*lines, f"[lo, hi]: {conv['ci']}"] if conv.get("ci") else lines
 

@@ -78,3 +78,10 @@ class Policy(ABC):
 
 
 POLICIES = Registry("trade_register_policies", "policy", Policy)
+
+
+def with_dataset_signal(settings: RunSettings, planted: str | None) -> RunSettings:
+    """``options.signal`` defaults to the dataset's planted signal, for the policies that read one."""
+    if planted is None or settings.options.get("signal"):
+        return settings
+    return settings.model_copy(update={"options": {**settings.options, "signal": planted}})

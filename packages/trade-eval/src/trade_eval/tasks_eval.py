@@ -56,6 +56,7 @@ from trade_reward.schemes import RewardScheme
 from trade_reward.taskfolder import TaskRecord, read_manifest, read_records
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
+from trade_tools.exploit import Exploit, exploit
 from trade_tools.records import Reward
 from trade_tools.trajectory import Trajectory
 
@@ -79,6 +80,10 @@ class EpisodeRecord(BaseModel):
     tool_calls: int
     tool_errors: int
     turns: int
+    buys: int = Field(0, description="accepted buy orders")
+    top_buys: int | None = Field(
+        None, description="of them, buys of the pool's top stock by the dataset's planted signal (None: no signal)"
+    )
     requests: int = 0
     retries: int = 0
     prompt_tokens: int = 0
@@ -227,6 +232,12 @@ class TasksEval:
         elif day.is_open:
             episode.end("failed", LEFT_OPEN)
         rewards = {} if failure else score(episode, record, self.schemes)
+        signal = self.store.planted_signal
+        bought = (
+            exploit(episode, episode.view, signal)
+            if signal
+            else Exploit(sum(a.accepted and a.type == "buy" for a in episode.actions))
+        )
         first = rewards.get(self.schemes[0].name)
         trajectory = day.to_trajectory(SOURCE, model=settings.model, ground_truth=record.ground_truth, reward=first)
         result = EpisodeRecord(
@@ -241,6 +252,8 @@ class TasksEval:
             tool_calls=episode.tool_calls,
             tool_errors=episode.tool_errors,
             turns=episode.turns,
+            buys=bought.buys,
+            top_buys=bought.top if signal else None,
             trajectory_id=trajectory.id,
             **usage.model_dump(),
         )
@@ -334,6 +347,8 @@ def summarize(records: Sequence[EpisodeRecord], schemes: Sequence[str],
     stopped = [float(r.episode_status == "stopped") for r in played]
     clusters = Clusters([r.date for r in played], bootstrap)
     every = Clusters([r.date for r in records], bootstrap)
+    exploited = all(r.top_buys is not None for r in records) and sum(r.buys for r in records) > 0
+    top, buys = [r.top_buys or 0 for r in records], [r.buys for r in records]
     return {
         "episodes": len(records),
         "played": len(played),
@@ -344,6 +359,9 @@ def summarize(records: Sequence[EpisodeRecord], schemes: Sequence[str],
         "stop_rate_ci": clusters.mean(stopped),
         "tool_error_rate": sum(r.tool_errors for r in records) / calls if calls else None,
         "tool_error_rate_ci": every.ratio([r.tool_errors for r in records], [r.tool_calls for r in records]),
+        "buys_per_episode": _mean([r.buys for r in records]),
+        "exploit_share": sum(top) / sum(buys) if exploited else None,
+        "exploit_share_ci": every.ratio(top, buys) if exploited else None,
         "interval_method": every.describe(),
         "failure_reasons": dict(reasons.most_common()),
         "turns_per_episode": _mean([r.turns for r in records]),
@@ -379,6 +397,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"{show(summary['prompt_tokens_per_episode'], ',.0f')}, completion tokens "
         f"{show(summary['completion_tokens_per_episode'], ',.0f')}",
     ]
+    if summary.get("exploit_share") is not None:
+        share = ranged(summary["exploit_share"], summary["exploit_share_ci"], ".1%")
+        lines.insert(-2, f"exploit share {share}: of {show(summary['buys_per_episode'], '.2f')} buys an episode, "
+                     "those of the pool's top stock by the planted signal")  # fmt: skip
     lines += [f"failure {reason}: {count}" for reason, count in summary["failure_reasons"].items()]
     return lines
 

@@ -78,6 +78,8 @@ class Manifest(BaseModel):
     sampler: SamplerSettings
     splits: list[SplitSummary]
     anonymized: bool = Field(False, description="every task shows aliases for symbols and dates (--anonymize)")
+    tools: list[str] | None = Field(None, description="the tools every task offers (--tools); None: the default four")
+    prompt_set: str | None = Field(None, description="the prompt set of every task (--prompt-set); None: default")
 
     def dataset_in(self, folder: Path) -> Path:
         """The dataset of the tasks folder at ``folder``, wherever the command runs from."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
@@ -68,16 +69,17 @@ def _sample_split(
     sampler: SamplerSettings,
     seed: int,
     universe: str,
-    anonymize: bool,
+    look: dict[str, object],
     bar: tqdm,
 ) -> list[TaskRecord]:
+    """The split's tasks, each with ``look`` (anonymized, tools, prompt set) and the prompt it renders."""
     records: list[TaskRecord] = []
     for day in days:
         view = store.asof(day)
         for k in range(sampler.per_day):
             task = draw_task(view, f"{split.name}-{day}-{k}", task_rng(seed, day, k), universe, sampler.pool_size)
             if task is not None:
-                task.anonymized = anonymize
+                task = task.model_copy(update=look)
                 records.append(
                     TaskRecord(
                         index=len(records),
@@ -115,12 +117,16 @@ def build_tasks(
     per_day: int = 1,
     seed: int = 0,
     anonymize: bool = False,
+    tools: Sequence[str] | None = None,
+    prompt_set: str | None = None,
     progress: bool = False,
 ) -> BuildSummary:
     """Sample ``per_day`` tasks for every embargoed T0 of each split and write OUT atomically.
 
     ``anonymize``: every task is flagged (``Task.anonymized``), so its prompt and every episode opened from
     it (training, ``trade eval tasks``) show aliases for symbols and dates (:mod:`trade_tools.anonymize`).
+    ``tools`` and ``prompt_set``: every episode of the tasks offers these tools and words its prompt so (the
+    Episode's defaults where None), whoever opens it.
     """
     began = time.perf_counter()
     splits, pool = parse_splits(split), parse_pool_size(pool_size)
@@ -137,10 +143,11 @@ def build_tasks(
         pool_size=pool, per_day=per_day, lot_size=rules.lot_size, star_min_shares=rules.star_min_shares
     )
     days = days_per_split(store, splits)
+    look = {"anonymized": anonymize, "tools": None if tools is None else list(tools), "prompt_set": prompt_set}
     records, summaries = {}, []
     with tqdm(total=sum(map(len, days.values())) * per_day, desc="tasks", unit="task", disable=not progress) as bar:
         for s in splits:
-            records[s.name] = _sample_split(store, s, days[s], sampler, seed, universe, anonymize, bar)
+            records[s.name] = _sample_split(store, s, days[s], sampler, seed, universe, look, bar)
             summaries.append(_split_summary(s, days[s], records[s.name]))
     manifest = Manifest(
         dataset=os.path.relpath(Path(data).resolve(), out.resolve()),
@@ -151,6 +158,8 @@ def build_tasks(
         sampler=sampler,
         splits=summaries,
         anonymized=anonymize,
+        tools=look["tools"],
+        prompt_set=prompt_set,
     )
     write_folder(out, manifest, records)
     seconds = time.perf_counter() - began

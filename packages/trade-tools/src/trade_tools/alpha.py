@@ -111,6 +111,14 @@ def resolve(text: str) -> tuple[str, Node]:
     return name, node
 
 
+def ranked_at_t0(view: PointInTimeView, node: Node, symbols: Sequence[str]) -> list[tuple[str, float]]:
+    """``(symbol, value)`` of ``node`` at T0, highest first, NaN (no data) last: what ``compute_alpha_factor``
+    shows, and what a baseline or a metric reading the same factor ranks by."""
+    values = value_at_t0(node, columns_at(view, symbols, rows=lookback(node) + 1))
+    order = sorted(range(len(symbols)), key=lambda i: (np.isnan(values[i]), 0.0 if np.isnan(values[i]) else -values[i]))
+    return [(symbols[i], float(values[i])) for i in order]
+
+
 class _Evaluator:
     """One evaluation: the columns, and where each symbol's series starts."""
 

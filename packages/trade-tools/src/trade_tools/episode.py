@@ -53,6 +53,24 @@ class EpisodeSettings(BaseModel):
     inject_tool_descriptions: bool = True
 
 
+def task_settings(task: Task, settings: EpisodeSettings) -> EpisodeSettings:
+    """``settings`` with the tools and prompt set that ``task`` names (unknown names: a TradeError)."""
+    update: dict[str, Any] = {}
+    if task.tools is not None:
+        known = TOOLS.all()
+        unknown = [name for name in task.tools if name not in known]
+        if unknown or not task.tools:
+            what = f"unknown tools {', '.join(unknown)}" if unknown else "no tool"
+            raise TradeError(f"task {task.task_id} names {what}", hint=f"known: {', '.join(known)}")
+        update["tools"] = tuple(task.tools)
+    if task.prompt_set is not None:
+        from trade_tools.prompts import PROMPT_SETS
+
+        PROMPT_SETS.get(task.prompt_set)  # an unknown set fails here, naming the known ones
+        update["prompt_set"] = task.prompt_set
+    return settings.model_copy(update=update) if update else settings
+
+
 class Episode(BaseModel):
     """State of one trading day; :meth:`call` is the only way tools change it."""
 
@@ -91,8 +109,11 @@ class Episode(BaseModel):
         rules: ExecutionRules | None = None,
         settings: EpisodeSettings | None = None,
     ) -> Episode:
-        """Open the episode for ``task`` on ``store``; a task the data cannot support is a TradeError."""
+        """Open the episode for ``task`` on ``store``; a task the data cannot support is a TradeError. The task's
+        own tools and prompt set, where it names them, replace those of ``settings``: every trainer, evaluation
+        and replay of the task then offers the model the same day."""
         view = store.asof(task.date)
+        settings = task_settings(task, settings or EpisodeSettings())
         for symbol in [*task.pool, *task.holdings]:
             if not view.knows(symbol) or board_of(symbol) is Board.INDEX:
                 raise TradeError(f"task {task.task_id}: {symbol} is not a stock listed by {task.date}")
@@ -106,7 +127,7 @@ class Episode(BaseModel):
         episode = cls(
             task=task,
             rules=rules or ExecutionRules(),
-            settings=settings or EpisodeSettings(),
+            settings=settings,
             cash=task.cash,
             positions=positions,
             value_before=portfolio_value(view, task.cash, positions),

@@ -43,9 +43,10 @@ def trade_register_tools(register: Callable[[Tool], None]) -> None:
 
 @hookimpl
 def trade_register_prompt_sets(register: Callable[[PromptSet], None]) -> None:
-    from trade_tools.prompts import DEFAULT
+    from trade_tools.prompts import COMPACT, DEFAULT
 
     register(DEFAULT)
+    register(COMPACT)
 
 
 @hookimpl

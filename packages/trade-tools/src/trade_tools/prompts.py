@@ -49,10 +49,13 @@ def _turn_limit(turns: int) -> str:
     )
 
 
+ROLE = "你是一名A股量化交易分析师，负责在单个交易日T0对一个股票组合进行调仓，目标是让调仓后组合在未来三个交易日的收益超过不调仓。"  # noqa: E501
+
+
 def default_system(episode: Episode) -> str:
     summary = market_summary(episode.view, index=episode.task.index, universe=episode.task.universe).to_text()
     parts = [
-        "你是一名A股量化交易分析师，负责在单个交易日T0对一个股票组合进行调仓，目标是让调仓后组合在未来三个交易日的收益超过不调仓。",
+        ROLE,
         "## 交易规则\n" + episode.rules.describe(episode.task.date) + "\n" + _turn_limit(episode.settings.max_turns),
         "## 工作流程\n1. 阅读账户：持仓、现金、股票池\n2. 观察市场：大盘趋势、波动、宽度、活跃度、风格\n"
         "3. 调用工具分析：价格走势、技术指标或Alpha因子（数据截至T0收盘）\n"
@@ -88,6 +91,30 @@ def default_user(episode: Episode) -> str:
 
 DEFAULT = PromptSet(
     "default", "中文提示词：角色、规则、流程、市场状态、工具说明（教程格式）", default_system, default_user
+)
+
+
+def compact_system(episode: Episode) -> str:
+    """Role, rules and a three-step workflow: no market state and no second copy of the tools (the chat
+    template lists them), for small models and short rollouts on CPU."""
+    return "\n\n".join(
+        [
+            ("【合成数据】" if episode.view.synthetic else "") + ROLE,
+            "## 交易规则\n"
+            + episode.rules.describe(episode.task.date)
+            + "\n"
+            + _turn_limit(episode.settings.max_turns),
+            "## 工作流程\n1. 调用工具分析股票池（数据截至T0收盘）\n2. 用 TakeAction 买入或卖出\n"
+            '3. 最后必须调用 TakeAction(type="stop")',
+        ]
+    )
+
+
+COMPACT = PromptSet(
+    "compact",
+    "中文提示词精简版：角色、规则、三步流程（无市场状态，工具只在对话模板中列出一次）",
+    compact_system,
+    default_user,
 )
 
 

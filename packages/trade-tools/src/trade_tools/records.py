@@ -30,13 +30,16 @@ class Task(BaseModel):
     universe: str = "csi300"
     index: str = "SH000001"
     anonymized: bool = Field(False, description="the model sees aliases for symbols and dates (trade_tools.anonymize)")
+    tools: list[str] | None = Field(None, description="the tools the day offers, in order; None: the Episode's default")
+    prompt_set: str | None = Field(None, description="how the day is put into words; None: the Episode's default")
 
     @model_serializer(mode="wrap")
     def _plain_unchanged(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A plain task serialises as it did before the flag existed (task files, verl rows, trajectories)."""
+        """A plain task serialises as it did before these fields existed (task files, verl rows, trajectories)."""
         data = handler(self)
-        if not self.anonymized:
-            data.pop("anonymized", None)
+        for key, unset in (("anonymized", False), ("tools", None), ("prompt_set", None)):
+            if data.get(key) == unset:
+                data.pop(key, None)
         return data
 
 

@@ -16,7 +16,8 @@ from trade_reward.taskfolder import Manifest, read_manifest
 from trade_train.trainer import TrainSpec
 
 SPLITS = ("train", "val")
-"""The tasks folder's splits a run trains and validates on."""
+"""The tasks folder's splits a run trains and validates on (verl validates on val); a trainer that validates on
+nothing asks for train alone."""
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 """``ORG/NAME``: a model verl and vLLM fetch from the hub, so it need not exist here."""
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
@@ -48,8 +49,8 @@ def dataset_path(spec: TrainSpec, manifest: Manifest) -> Path:
     return spec.data.resolve() if spec.data else manifest.dataset_in(spec.tasks)
 
 
-def tasks_problems(spec: TrainSpec) -> list[TradeError]:
-    """The tasks folder holds a manifest and every split in ``SPLITS``; the dataset its tools read is there."""
+def tasks_problems(spec: TrainSpec, splits: tuple[str, ...] = SPLITS) -> list[TradeError]:
+    """The tasks folder holds a manifest and every split the trainer reads; the dataset its tools read is there."""
     if spec.tasks is None:
         return [TradeError("--tasks is required", hint="a folder from `trade data tasks`")]
     try:
@@ -61,7 +62,7 @@ def tasks_problems(spec: TrainSpec) -> list[TradeError]:
             f"tasks folder {spec.tasks} has no {split}.jsonl",
             hint="rebuild it with `trade data tasks`: its default --split makes train, val and test",
         )
-        for split in SPLITS
+        for split in splits
         if not (spec.tasks / f"{split}.jsonl").is_file()
     ]
     data = dataset_path(spec, manifest)
@@ -84,6 +85,6 @@ def run_dir_problems(run_dir: Path) -> list[TradeError]:
     return []
 
 
-def spec_problems(spec: TrainSpec) -> list[TradeError]:
-    """Every problem with the model, the tasks and the run folder, in that order."""
-    return [*model_problems(spec.model), *tasks_problems(spec), *run_dir_problems(spec.run_dir)]
+def spec_problems(spec: TrainSpec, splits: tuple[str, ...] = SPLITS) -> list[TradeError]:
+    """Every problem with the model, the tasks (``splits`` of them) and the run folder, in that order."""
+    return [*model_problems(spec.model), *tasks_problems(spec, splits), *run_dir_problems(spec.run_dir)]

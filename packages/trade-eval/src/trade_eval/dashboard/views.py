@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from trade_core.errors import error_line
 from trade_eval.dashboard.records import Line
 from trade_eval.dashboard.state import RunState
+from trade_eval.metrics import trading, trading_note
 from trade_eval.report.page import conventions_lines, message_view, metrics_table, orders_view
 from trade_eval.report.runs import finite
 from trade_eval.runfolder import DAYS, DayRecord
@@ -98,7 +99,8 @@ def reasons(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
 
 
 def headline(state: RunState) -> dict[str, Any]:
-    """The run list's row: what the run is and its main numbers so far."""
+    """The run list's row: what the run is and its main numbers so far (beside a backtest's return, whether it
+    never traded or every call failed, from its days so far)."""
     manifest, summary = state.manifest(), state.summary()
     settings = manifest.value or {}
     row: dict[str, Any] = {
@@ -129,7 +131,9 @@ def headline(state: RunState) -> dict[str, Any]:
     planned = len(settings.get("dates") or [])
     row["count"] = f"{len(values)}{f' / {planned}' if planned else ''} days"
     cash, nav = finite(settings.get("initial_cash")), finite(values[-1].get("nav")) if values else None
-    row["numbers"] = [("return", _pct(nav / cash - 1 if nav is not None and cash else None))]
+    note = trading_note(trading(values))
+    shown = _pct(nav / cash - 1 if nav is not None and cash else None)
+    row["numbers"] = [("return", f"{shown} — {note}" if note else shown)]
     rows = (summary.value or {}).get("rows")
     if isinstance(rows, dict) and isinstance(rows.get("CSI300"), dict):
         row["numbers"].append(("CSI300", _pct(rows["CSI300"].get("total_return"))))

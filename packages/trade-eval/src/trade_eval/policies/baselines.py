@@ -14,11 +14,13 @@ import json
 from abc import abstractmethod
 from collections.abc import Mapping
 
+from trade_core.errors import TradeError
 from trade_data.symbols import Board, board_of
 from trade_eval.policy import DayUsage, Policy, RunSettings
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
 from trade_tools.execution import Refused, apply_fill, plan_order
+from trade_tools.exploit import buyable_ranking
 from trade_tools.portfolio import Fill, Position
 from trade_tools.tasks import MAX_HOLDINGS, WEIGHT_RANGE, task_rng
 
@@ -188,4 +190,31 @@ class Random(_TargetWeights):
         return dict(zip(chosen, rng.uniform(*WEIGHT_RANGE, size=count).tolist(), strict=True))
 
 
-BASELINES: tuple[type[Policy], ...] = (Hold, EqualWeight, Momentum, Random)
+class OracleSignal(_TargetWeights):
+    """The ceiling of a market with a planted signal: read the signal through ``compute_alpha_factor`` on the
+    day's pool, then hold its top stock at the largest weight a stock may have (the rest in cash), daily.
+
+    The signal is ``options.signal`` (``--set signal=KMID``), by default the dataset's planted one."""
+
+    name = "oracle-signal"
+    description = "reads the planted signal with compute_alpha_factor, holds its top pool stock at the 40% cap"
+    reasoning = "信号基线：按因子排名持有股票池第一名"
+
+    def check(self, settings: RunSettings) -> None:
+        if not settings.options.get("signal"):
+            raise TradeError(
+                "policy 'oracle-signal' needs a signal",
+                hint="use data with a planted signal (trade data synth --signal KMID:0.2) or pass --set signal=KMID",
+            )
+
+    def weights(self, episode: Episode, settings: RunSettings) -> Mapping[str, float] | None:
+        ranking = buyable_ranking(episode.view, settings.options["signal"], episode.task.pool)
+        return {ranking[0]: episode.rules.max_position_weight or 1.0} if ranking else {}
+
+    async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
+        self.check(settings)
+        day.turn("", [("compute_alpha_factor", json.dumps({"expression": settings.options["signal"]}))])
+        return await super().play(day, settings)
+
+
+BASELINES: tuple[type[Policy], ...] = (Hold, EqualWeight, Momentum, Random, OracleSignal)

@@ -13,6 +13,7 @@ the event loop keeps the other episodes in flight.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib.util
 import threading
@@ -22,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from trade_core.cpu_generation import fast_cpu_sampling
 from trade_core.errors import TradeError
 from trade_eval.policies.llm import chat_request, play_reply
 from trade_eval.policy import DayUsage, Policy, RunSettings
@@ -108,7 +110,8 @@ class LocalModel:
         with self._lock, torch.inference_mode():
             started = time.perf_counter()  # the generation's own time, not the wait for the lock
             torch.manual_seed(request["seed"])  # the global generator: one generation at a time holds it
-            output = self.model.generate(**inputs, **self._sampling(request))
+            with fast_cpu_sampling(threads=None) if self.device.type == "cpu" else contextlib.nullcontext():
+                output = self.model.generate(**inputs, **self._sampling(request))
             seconds = time.perf_counter() - started
         ids = output[0, prompt:].tolist()
         end = next((i for i, token in enumerate(ids) if token in self.stops), None)

@@ -20,7 +20,7 @@ import numpy as np
 
 from trade_core.files import atomic_write
 from trade_eval.backtest import INDEX_ROW
-from trade_eval.metrics import METRIC_ROWS, Conventions, performance
+from trade_eval.metrics import METRIC_ROWS, NOTE_AFTER, NOTE_LABEL, Conventions, performance, trading_notes
 from trade_eval.report.charts import Kind, Line, drawdown_chart, nav_chart
 from trade_eval.report.runs import NavSeries, Run, finite
 from trade_eval.runfolder import DayRecord
@@ -100,7 +100,8 @@ def _cell(row: dict[str, Any], key: str, kind: str) -> str:
 
 
 def metrics_table(rows: Any, conventions: dict[str, Any]) -> dict[str, Any] | None:
-    """Metrics with one column per portfolio and one row per metric (known ones first, then other numbers)."""
+    """Metrics with one column per portfolio and one row per metric (known ones first, then other numbers), and
+    under the total return a note for a portfolio that never traded or whose every call failed."""
     if not isinstance(rows, dict) or not rows:
         return None
     rows = {str(name): row for name, row in rows.items() if isinstance(row, dict)}
@@ -109,11 +110,13 @@ def metrics_table(rows: Any, conventions: dict[str, Any]) -> dict[str, Any] | No
     others = sorted({k for row in rows.values() for k, v in row.items() if k not in known and finite(v) is not None})
     spec = [*METRIC_ROWS, *((key, key.replace("_", " "), "num") for key in others)]
     present = {key for row in rows.values() for key in row}
-    cells = [
-        (label.format(**fill), [_cell(row, key, kind) for row in rows.values()])
-        for key, label, kind in spec
-        if key in present
-    ]
+    notes = trading_notes(rows)
+    cells = []
+    for key, label, kind in spec:
+        if key in present:
+            cells.append((label.format(**fill), [_cell(row, key, kind) for row in rows.values()]))
+        if key == NOTE_AFTER and notes:
+            cells.append((NOTE_LABEL, [note or "–" for note in notes]))
     return {"names": list(rows), "rows": cells}
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
 from pydantic import Field
 
 from trade_tools.episode import Episode
@@ -109,7 +108,7 @@ class AlphaArgs(Arguments):
         description='Alpha158因子名（如 ROC20、KMID、RSQR60）或Qlib表达式，如 "Mean($close,5)/$close"；'
         "字段仅限 $open $high $low $close $volume，窗口为1-250的整数"
     )
-    symbols: list[str] = Field(description="股票代码列表（须在股票池或持仓中）")
+    symbols: list[str] | None = Field(None, description="股票代码列表（须在股票池或持仓中）；省略时为整个股票池")
 
 
 class ComputeAlphaFactor(Tool):
@@ -123,26 +122,26 @@ class ComputeAlphaFactor(Tool):
     budget = 1200
 
     def run(self, episode: Episode, args: AlphaArgs) -> str:
-        from trade_tools.alpha import alpha158_expressions, columns_at, lookback, resolve, value_at_t0
+        from trade_tools.alpha import alpha158_expressions, ranked_at_t0, resolve
         from trade_tools.expression import ExpressionError, check_work
 
-        if not args.symbols:
-            raise ToolError("symbols 不能为空")
-        symbols = list(dict.fromkeys(episode.check_symbol(s) for s in args.symbols))
+        if args.symbols is None:
+            symbols = list(episode.task.pool)
+        elif not args.symbols:
+            raise ToolError("symbols 不能为空；省略 symbols 即为整个股票池")
+        else:
+            symbols = list(dict.fromkeys(episode.check_symbol(s) for s in args.symbols))
         try:
             name, node = resolve(args.expression)
             check_work(node, len(symbols))
         except ExpressionError as error:
             raise ToolError(f"表达式被拒绝：{error.one_line()}") from None
-        values = value_at_t0(node, columns_at(episode.view, symbols, rows=lookback(node) + 1))
-        order = sorted(
-            range(len(symbols)), key=lambda i: (math.isnan(values[i]), -values[i] if not math.isnan(values[i]) else 0)
-        )
+        ranked = ranked_at_t0(episode.view, node, symbols)
         label = f"Alpha158因子 {name}" if name else f"表达式 {args.expression.strip()}"
         lines = [f"## {label}（截至{episode.view.date}收盘，按取值从高到低）"]
         if name:
             lines.append(f"公式：{alpha158_expressions()[name]}；含义：{_meaning(name)}")
-        for rank, i in enumerate(order, start=1):
-            shown = "无数据（停牌或历史不足）" if np.isnan(values[i]) else f"{values[i]:.6g}"
-            lines.append(f"{rank}. {symbols[i]}: {shown}")
+        for rank, (symbol, value) in enumerate(ranked, start=1):
+            shown = "无数据（停牌或历史不足）" if math.isnan(value) else f"{value:.6g}"
+            lines.append(f"{rank}. {symbol}: {shown}")
         return "\n".join(lines)

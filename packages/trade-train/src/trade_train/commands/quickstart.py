@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from trade_core.errors import TradeError
 from trade_train.install import install_hint
+from trade_train.quickstart.settings import QuickstartSettings
 
 STAGE_NAMES = ("market", "tasks", "model", "grpo", "evaluate", "backtest", "report")
+
+
+def _setting_options(command: Callable[..., None]) -> Callable[..., None]:
+    """One flag per run setting (``QuickstartSettings``), with its default and description."""
+    from typing import Literal, get_args, get_origin
+
+    for name, field in reversed(list(QuickstartSettings.model_fields.items())):
+        if name == "data":
+            continue
+        kind = field.annotation
+        kind = click.Choice(get_args(kind)) if get_origin(kind) is Literal else kind
+        flag, text = f"--{name.replace('_', '-')}", field.description or name
+        command = click.option(flag, name, type=kind, default=field.default, show_default=True,
+                               help=f"{text[:1].upper()}{text[1:]}.")(command)  # fmt: skip
+    return command
 
 
 @click.command("quickstart", short_help="The whole loop on one laptop: market, tasks, tiny model, GRPO, eval, report.")
@@ -17,19 +35,13 @@ STAGE_NAMES = ("market", "tasks", "model", "grpo", "evaluate", "backtest", "repo
               help="A dataset folder (`trade data import`) [the embedded synthetic market].")  # fmt: skip
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("quickstart"),
               show_default=True, help="Run folder; a rerun into it resumes after the last finished stage.")  # fmt: skip
-@click.option("--steps", default=6, show_default=True, type=click.IntRange(min=1), help="GRPO steps.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Seed of the market, tasks, weights and sampling: the same seed, the same numbers.")  # fmt: skip
-@click.option("--days", default=6, show_default=True, type=click.IntRange(min=2),
-              help="Held-out test days evaluated and backtested.")  # fmt: skip
-@click.option("--sft-steps", default=300, show_default=True, type=click.IntRange(min=1),
-              help="Fine-tuning steps that teach the tool-call format before GRPO.")  # fmt: skip
+@_setting_options
 @click.option("--stop-after", type=click.Choice(STAGE_NAMES), help="Stop after this stage (rerun to go on).")
-def quickstart_command(data: Path | None, out: Path, steps: int, seed: int, days: int, sft_steps: int,
-                       stop_after: str | None) -> None:  # fmt: skip
-    """Run the loop end to end without a GPU: build the market and embargoed tasks, teach the tiny Qwen3 the
-    tool-call format on a baseline policy's episodes, train it with GRPO (trl-grpo), evaluate it before and
-    after on held-out days beside the baselines, backtest it, and write OUT/report.md and OUT/report.html.
+def quickstart_command(data: Path | None, out: Path, stop_after: str | None, **flags: Any) -> None:
+    """Run the loop end to end without a GPU: build a market with a planted signal and embargoed tasks, teach
+    the tiny Qwen3 the tool-call format on demonstrations that act on the signal's ranking at random, train it
+    with GRPO (trl-grpo), evaluate it before and after on held-out days beside the baselines and the signal's
+    oracle, backtest it, and write OUT/report.md and OUT/report.html.
 
     Each stage prints its time; OUT/quickstart.json records the finished ones, so an interrupted run picks up
     where it stopped (with the same flags).
@@ -47,11 +59,9 @@ def quickstart_command(data: Path | None, out: Path, steps: int, seed: int, days
         needs = error.name or "trade-train[quickstart]"
         raise TradeError(f"trade quickstart needs {needs}", hint=install_hint("quickstart")) from None
     from trade_train.quickstart.pipeline import STAGES
-    from trade_train.quickstart.settings import QuickstartSettings
     from trade_train.quickstart.stages import run_stages
 
-    settings = QuickstartSettings(data=data.resolve() if data else None, steps=steps, seed=seed, days=days,
-                                  sft_steps=sft_steps)  # fmt: skip
+    settings = QuickstartSettings(data=data.resolve() if data else None, **flags)
     state = run_stages(out, settings, STAGES, stop_after=stop_after)
     total = sum(f.seconds for f in state.finished.values())
     if "report" not in state.finished:

@@ -20,6 +20,8 @@ from trade_eval.policy import RunSettings
 from trade_reward.taskfolder import TaskRecord
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
+from trade_tools.execution import Refused, plan_order
+from trade_tools.exploit import signal_ranking
 from trade_train.tiny.scripted import Demonstration
 
 INDEX = "SH000300"
@@ -32,6 +34,48 @@ without its ``<tool_call>`` (no valid call in every rollout: nothing for GRPO to
 HOLD_SHARE = 0.5
 """Share of days played by the hold baseline (look at the market, stop) rather than momentum: short days the tiny
 model can finish, so some rollouts of a group stop and others do not, and GRPO has a difference to learn from."""
+
+
+SIGNAL_BUY_SHARES = 1000
+"""Shares of the one buy of a signal demonstration: the same number every day, so the tiny model learns the
+choice of stock, not arithmetic (1,000 shares of a 2-300 CNY stock fit the 40% cap of the 1M CNY tasks)."""
+
+
+def signal_demonstrations(
+    store: MarketStore, records: Sequence[TaskRecord], signal: str, *, seed: int
+) -> list[Demonstration]:
+    """One demonstration per task: the signal ranked on the pool with ``compute_alpha_factor``, then a buy of
+    a stock drawn uniformly from the ranking (among those the Episode would fill), then stop.
+
+    Every choice is shown equally often, so the fine-tuned model knows how to act on the ranking but not which
+    rank pays: the untrained exploit share is about 1/pool, and what GRPO adds to it is what it learned."""
+    rng = np.random.default_rng(seed)
+    demonstrations = []
+    for record in records:
+        day = TradingDay(Episode.start(record.task, store), record.prompt)
+        episode = day.episode
+        day.turn("", [("compute_alpha_factor", json.dumps({"expression": signal}))])  # the whole pool
+        fillable = [s for s in signal_ranking(episode.view, signal, episode.task.pool) if _fills(episode, s)]
+        if fillable:
+            symbol = fillable[int(rng.integers(len(fillable)))]
+            order = {"type": "buy", "symbol": episode.hide(symbol), "amount": SIGNAL_BUY_SHARES, "reasoning": ""}
+            day.turn("", [("TakeAction", json.dumps(order, ensure_ascii=False))])
+        day.turn("", [("TakeAction", json.dumps({"type": "stop", "reasoning": ""}))])
+        messages = [message.model_dump(exclude_none=True) for message in day.messages]
+        demonstrations.append(Demonstration(episode.tool_schemas(), messages, thinking=True))
+    return demonstrations
+
+
+def _fills(episode: Episode, symbol: str) -> bool:
+    """Whether the Episode would fill a buy of :data:`SIGNAL_BUY_SHARES` of ``symbol`` now."""
+    try:
+        plan_order(
+            "buy", symbol, SIGNAL_BUY_SHARES, view=episode.view, cash=episode.cash, positions=episode.positions,
+            rules=episode.rules, value_before=episode.value_before,
+        )  # fmt: skip
+    except Refused:
+        return False
+    return True
 
 
 def baseline_demonstrations(store: MarketStore, records: Sequence[TaskRecord], *, seed: int) -> list[Demonstration]:

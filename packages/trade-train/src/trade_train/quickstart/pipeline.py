@@ -9,32 +9,36 @@ from typing import Any
 
 from trade_core.files import atomic_write
 from trade_data.store import MarketStore
-from trade_train.quickstart.settings import SYNTH_END, SYNTH_START, SYNTH_SYMBOLS
+from trade_train.quickstart.settings import SYNTH_END, SYNTH_START
 from trade_train.quickstart.stages import Context, Stage
 
 TRAIN_DAYS = 250
 """Trading days of training tasks before the held-out ones (fewer where the data is short)."""
 HISTORY = 120
 """Trading days before the first task, for the tools' windows (60-day factors, 20-day momentum)."""
-DEMONSTRATIONS = 48
-REWARD = "bucketed"
 SIDES = ("trained", "untrained")
 BASELINES = ("momentum", "equal-weight", "hold", "random")
+ORACLE = "oracle-signal"
+"""The ceiling beside the baselines where the market has a planted signal."""
 BACKTEST_POOL = 10
 COMMAND = ["trade", "quickstart"]
 
 
 def market(ctx: Context) -> dict[str, Any]:
     """The dataset: --data as it is, else the synthetic market written into the run folder."""
+    from trade_data.info import dataset_info
+    from trade_data.signals import PlantedSignal
     from trade_data.synth import write_synthetic_market
 
-    if ctx.settings.data is not None:
-        MarketStore.load(ctx.settings.data)  # a folder that is no dataset fails here, in one line
-        return {"data": str(ctx.settings.data.resolve())}
+    s = ctx.settings
+    if s.data is not None:
+        MarketStore.load(s.data)  # a folder that is no dataset fails here, in one line
+        return {"data": str(s.data.resolve()), "description": dataset_info(s.data).description}
+    signal = None if s.planted is None else PlantedSignal.parse(s.planted)
     path = write_synthetic_market(
-        ctx.folder("market"), SYNTH_SYMBOLS, SYNTH_START, SYNTH_END, seed=ctx.settings.seed, progress=True
+        ctx.folder("market"), s.symbols, SYNTH_START, SYNTH_END, seed=s.seed, signal=signal, progress=True
     )
-    return {"data": str(path.resolve())}
+    return {"data": str(path.resolve()), "description": dataset_info(path).description}
 
 
 def split_spec(store: MarketStore, days: int) -> str:
@@ -61,26 +65,32 @@ def tasks(ctx: Context) -> dict[str, Any]:
     spec = split_spec(MarketStore.load(data), ctx.settings.days)
     summary = build_tasks(
         data, ctx.folder("tasks"), split=spec, universe=ctx.settings.universe, pool_size=ctx.settings.pool_size,
-        seed=ctx.settings.seed, progress=True,
+        seed=ctx.settings.seed, tools=ctx.settings.tools.split(","), prompt_set=ctx.settings.prompt_set, progress=True,
     )  # fmt: skip
     return {"tasks": str(ctx.folder("tasks").resolve()), "split": spec,
             "counts": {s.name: s.tasks for s in summary.manifest.splits}}  # fmt: skip
 
 
 def model(ctx: Context) -> dict[str, Any]:
-    """The tiny Qwen3 (`trade model tiny`), fine-tuned on the momentum baseline's days through the Episode."""
+    """The tiny Qwen3 (`trade model tiny`), fine-tuned on training days played through the Episode: on a market
+    with a planted signal, the signal ranked and a stock of the ranking bought at random; else the momentum
+    baseline's days."""
     from tqdm import tqdm
 
     from trade_reward.taskfolder import read_records
-    from trade_train.quickstart.demonstrations import baseline_demonstrations
+    from trade_train.quickstart.demonstrations import baseline_demonstrations, signal_demonstrations
     from trade_train.tiny.model import build_tiny_model
     from trade_train.tiny.sft import tune_on
 
+    s = ctx.settings
     store = MarketStore.load(ctx.results["market"]["data"])
     records = read_records(Path(ctx.results["tasks"]["tasks"]), "train")
-    chosen = records[:: max(1, len(records) // DEMONSTRATIONS)][:DEMONSTRATIONS]  # spread over the train days
-    demos = baseline_demonstrations(store, chosen, seed=ctx.settings.seed)
-    folder = build_tiny_model(ctx.folder("model"), seed=ctx.settings.seed)
+    chosen = records[:: max(1, len(records) // s.demonstrations)][: s.demonstrations]  # spread over the days
+    if store.planted_signal:
+        demos = signal_demonstrations(store, chosen, store.planted_signal, seed=s.seed)
+    else:
+        demos = baseline_demonstrations(store, chosen, seed=s.seed)
+    folder = build_tiny_model(ctx.folder("model"), seed=s.seed, layers=s.model_layers, hidden=s.model_hidden)
     with tqdm(total=ctx.settings.sft_steps, desc="fine-tune", unit="step") as bar:
 
         def advance(step: int, loss: float) -> None:
@@ -99,25 +109,32 @@ def grpo(ctx: Context) -> dict[str, Any]:
     s = ctx.settings
     config = RunConfig(
         model=ctx.results["model"]["model"], tasks=Path(ctx.results["tasks"]["tasks"]),
-        data=Path(ctx.results["market"]["data"]), reward=REWARD, device="cpu", run_dir=ctx.folder("grpo").resolve(),
-        grpo=GRPOSettings(steps=s.steps, num_generations=s.group, batch_size=s.group, temperature=s.temperature,
-                          max_completion_length=s.rollout_tokens, learning_rate=s.learning_rate, seed=s.seed),
+        data=Path(ctx.results["market"]["data"]), reward=s.reward, device=s.device,
+        run_dir=ctx.folder("grpo").resolve(),
+        grpo=GRPOSettings(steps=s.steps, num_generations=s.group, batch_size=s.group * s.tasks_per_step,
+                          temperature=s.temperature, max_completion_length=s.rollout_tokens,
+                          learning_rate=s.learning_rate, lr_scheduler="constant", seed=s.seed),
     )  # fmt: skip
     atomic_write(config.run_dir / CONFIG, config.model_dump_json(indent=2) + "\n")
     return {"model": str(train(config)), "run_dir": str(config.run_dir)}
 
 
-def _local(ctx: Context, side: str) -> tuple[str, Any]:
+def _local(ctx: Context, side: str, store: MarketStore) -> tuple[str, Any]:
     """The policy and settings that play ``side`` (a model in-process, or a baseline)."""
-    from trade_eval.policy import POLICIES, RunSettings
+    from trade_eval.policy import POLICIES, RunSettings, with_dataset_signal
 
     s = ctx.settings
     if side in SIDES:
         folder = ctx.results["grpo" if side == "trained" else "model"]["model"]
         settings = RunSettings(model=folder, temperature=s.temperature, max_tokens=s.max_tokens, seed=s.seed,
-                               options={"device": "cpu"})  # fmt: skip
+                               options={"device": s.device})  # fmt: skip
         return "local", (POLICIES.get("local"), settings)
-    return side, (POLICIES.get(side), RunSettings(seed=s.seed))
+    return side, (POLICIES.get(side), with_dataset_signal(RunSettings(seed=s.seed), store.planted_signal))
+
+
+def baselines(store: MarketStore) -> tuple[str, ...]:
+    """The baselines played beside the models: the oracle too where the market has a planted signal."""
+    return (*BASELINES, ORACLE) if store.planted_signal else BASELINES
 
 
 def evaluate(ctx: Context) -> dict[str, Any]:
@@ -127,14 +144,17 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
     from trade_reward.schemes import get_scheme
 
+    s = ctx.settings
     folder = Path(ctx.results["tasks"]["tasks"])
     records, split, _ = load_tasks(folder, "test")
     data = Path(ctx.results["market"]["data"])
-    evaluation = TasksEval(MarketStore.load(data), records, [get_scheme(REWARD)])
+    store = MarketStore.load(data)
     summaries = {}
-    for side in (*SIDES, *BASELINES):
-        name, (policy, settings) = _local(ctx, side)
+    for side in (*SIDES, *baselines(store)):
+        name, (policy, settings) = _local(ctx, side, store)
         policy.check(settings)
+        # a model samples each task several times; the rules are deterministic (random draws from seed and day)
+        evaluation = TasksEval(store, records, [get_scheme(s.reward)], s.samples if side in SIDES else 1)
         manifest = new_manifest(evaluation, name, settings, command=[*COMMAND, "evaluate", side],
                                 tasks=folder, split=split, servers=[], data=data)  # fmt: skip
         summaries[side] = run_tasks(evaluation, policy, settings, ctx.folder("evaluate") / side, manifest)
@@ -158,7 +178,7 @@ def backtest(ctx: Context) -> dict[str, Any]:
                     universe=ctx.settings.universe, seed=ctx.settings.seed)  # fmt: skip
     summaries = {}
     for side in SIDES:
-        name, (policy, settings) = _local(ctx, side)
+        name, (policy, settings) = _local(ctx, side, store)
         manifest = new_manifest(plan, name, settings, command=[*COMMAND, "backtest", side], data=data,
                                 pool_file=None, pool_size=BACKTEST_POOL)  # fmt: skip
         summaries[side] = run_backtest(plan, policy, settings, ctx.folder("backtest") / side, manifest)

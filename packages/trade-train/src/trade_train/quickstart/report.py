@@ -113,7 +113,7 @@ def write_reports(ctx: Context) -> dict[str, Any]:
     from trade_eval.metrics import table_lines
     from trade_eval.report.page import write_report
     from trade_eval.report.runs import load_run
-    from trade_train.quickstart.pipeline import REWARD, SIDES
+    from trade_train.quickstart.pipeline import SIDES
 
     s, results = ctx.settings, ctx.results
     summaries = results["evaluate"]["summaries"]
@@ -135,7 +135,7 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         "",
         f"## Held-out tasks, side by side ({summaries['trained']['episodes']} tasks)",
         "",
-        *side_by_side(summaries, REWARD),
+        *side_by_side(summaries, s.reward),
         "",
         "`untrained` is the fine-tuned model before GRPO, `trained` the same model after it.",
         "",
@@ -149,7 +149,7 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         "",
         "## What it learns and what it does not",
         "",
-        lessons(steps, summaries, verdict, REWARD),
+        lessons(steps, summaries, verdict, s.reward),
         "",
         f"## Backtest of the held-out days ({PAGE})",
         "",

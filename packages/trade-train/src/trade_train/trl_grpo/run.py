@@ -13,6 +13,7 @@ fused log-prob scores).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -22,7 +23,9 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from trade_core.cpu_generation import fast_cpu_sampling
 from trade_core.errors import TradeError
+from trade_data.store import MarketStore
 from trade_tools.episode import MAX_TURNS, EpisodeSettings
 from trade_tools.trajectory import write_trajectories
 from trade_train.verl_grpo.rollouts import Rollout, step_metrics
@@ -48,6 +51,9 @@ class GRPOSettings(BaseModel):
     max_turns: int = Field(MAX_TURNS, ge=1, description="replies a day allows (the prompt states 16)")
     max_completion_length: int = Field(768, ge=16, description="tokens of all replies and tool texts of a rollout")
     learning_rate: float = Field(1e-5, gt=0)
+    lr_scheduler: Literal["linear", "constant", "cosine"] = Field(
+        "linear", description="how the rate moves over the steps (linear: to 0 at the last step)"
+    )
     temperature: float = Field(1.0, gt=0)
     top_k: int = Field(50, ge=0)
     beta: float = Field(0.0, ge=0, description="KL coefficient; 0 loads no reference model")
@@ -82,8 +88,8 @@ class Scorer:
 
     __name__ = "trade_reward"  # TRL names the reward column after it
 
-    def __init__(self, scheme: str, budget: int) -> None:
-        self.scheme, self.budget = scheme, budget
+    def __init__(self, scheme: str, budget: int, store: MarketStore) -> None:
+        self.scheme, self.budget, self.store = scheme, budget, store
         self.rollouts: list[Rollout] = []
 
     def __call__(
@@ -94,7 +100,7 @@ class Scorer:
             for c, ids, env in zip(completions, completion_ids, environments, strict=True)
         ]
         self.rollouts += batch
-        for key, value in step_metrics(batch).items():
+        for key, value in step_metrics(batch, self.store).items():
             kw["log_metric"](key, value)
         return [rollout.score for rollout in batch]
 
@@ -113,7 +119,7 @@ def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
             if not rollouts:
                 return
             step = state.global_step
-            metrics = step_metrics(rollouts)
+            metrics = step_metrics(rollouts, scorer.store)
             records = [r.trajectory(model=model, step=step).model_copy(update={"source": SOURCE}) for r in rollouts]
             write_trajectories(run_dir / TRAJECTORIES / f"{step}.jsonl", records)
             with open(run_dir / METRICS, "a", encoding="utf-8") as handle:
@@ -239,6 +245,7 @@ def train(config: RunConfig) -> Path:
         max_completion_length=grpo.max_completion_length,
         max_tool_calling_iterations=grpo.max_turns,
         learning_rate=grpo.learning_rate,
+        lr_scheduler_type=grpo.lr_scheduler,
         temperature=grpo.temperature,
         top_k=grpo.top_k,
         top_p=1.0,
@@ -256,7 +263,7 @@ def train(config: RunConfig) -> Path:
         from peft import LoraConfig
 
         peft = LoraConfig(r=grpo.lora_rank, lora_alpha=2 * grpo.lora_rank, target_modules="all-linear")
-    scorer = Scorer(config.reward, grpo.max_completion_length)
+    scorer = Scorer(config.reward, grpo.max_completion_length, market_store(config.data))
     trainer = grpo_trainer()(
         model=config.model,
         processing_class=tokenizer_for(config.model),
@@ -271,7 +278,8 @@ def train(config: RunConfig) -> Path:
     # methods' docstrings, which differs in key order, nullable fields and whitespace.
     trainer._env_tools = {name: list(schemas) for name in trainer._env_tools}
     started = time.perf_counter()
-    trainer.train()
+    with fast_cpu_sampling(threads=None) if config.device == "cpu" else contextlib.nullcontext():
+        trainer.train()
     out = run_dir / "model"
     trainer.save_model(str(out))
     log.info("trl_grpo.done", steps=grpo.steps, seconds=round(time.perf_counter() - started, 1), model=str(out))

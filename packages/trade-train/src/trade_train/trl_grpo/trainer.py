@@ -20,6 +20,9 @@ from trade_train.trl_grpo.run import CONFIG, GRPOSettings, RunConfig
 
 ENTRY = "trade_train.trl_grpo.run"
 DEVICES = ("cpu", "gpu")
+SPLITS = ("train",)
+"""The tasks folder's splits a run reads: it trains on train and validates on nothing (the quickstart's folder
+holds train and test only)."""
 
 
 def grpo_settings(overrides: tuple[str, ...]) -> GRPOSettings:
@@ -43,10 +46,12 @@ class TrlGRPO(Trainer):
     description = "multi-turn GRPO with TRL 1.16 on one machine (CPU or one GPU), the same Episode and reward"
 
     def preflight(self, spec: TrainSpec, *, launch: bool) -> list[TradeError]:
-        """The common checks, the device, the reward scheme and the settings; a launch adds TRL and torch."""
+        """The common checks (of the train split alone), the device, the reward scheme and the settings; a launch
+        adds TRL and torch."""
         from trade_reward.schemes import get_scheme
+        from trade_train.preflight import spec_problems
 
-        problems = super().preflight(spec, launch=launch)
+        problems = spec_problems(spec, SPLITS)
         if spec.device not in DEVICES:
             problems.append(
                 TradeError(f"trl-grpo trains on cpu or one gpu, not {spec.device}", hint="pass --device cpu or gpu")

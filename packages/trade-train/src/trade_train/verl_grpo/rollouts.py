@@ -16,8 +16,10 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, Field
 
+from trade_data.store import MarketStore
 from trade_reward.schemes import FAILURES
 from trade_tools.episode import Episode, Status
+from trade_tools.exploit import exploits
 from trade_tools.records import GroundTruth, Reward, parse
 from trade_tools.trajectory import Message, Trajectory
 from trade_train.verl_grpo.schema import CONVERSATION, EPISODE, REWARD_INFO, reward_from
@@ -68,7 +70,7 @@ class Rollout(BaseModel):
         )
 
 
-def step_metrics(rollouts: Sequence[Rollout]) -> dict[str, float]:
+def step_metrics(rollouts: Sequence[Rollout], store: MarketStore | None = None) -> dict[str, float]:
     """The trading metrics of one step, named ``trade/...`` for verl's logger (console, SwanLab, ...).
 
     - ``reward/<part>/mean``: mean of each number of the Reward (score, r_new, r_orig, r_outcome; ``bucket``
@@ -78,7 +80,9 @@ def step_metrics(rollouts: Sequence[Rollout]) -> dict[str, float]:
     - ``tool_error_rate``: tool calls answered with an error text / all tool calls,
     - ``zero_variance_groups``: share of GRPO groups (same prompt) whose scores are all equal, so their
       advantages are zero and they teach nothing this step,
-    - ``turns/mean``, ``actions/mean`` (accepted buys and sells), ``trajectories``, ``groups``.
+    - ``turns/mean``, ``actions/mean`` (accepted buys and sells), ``trajectories``, ``groups``,
+    - on a ``store`` with a planted signal: ``exploit_share`` (of the step's accepted buys, the share of the pool's
+      top stock by the signal: :mod:`trade_tools.exploit`; absent when nothing was bought) and ``buys/mean``.
     """
     if not rollouts:
         return {}
@@ -106,4 +110,9 @@ def step_metrics(rollouts: Sequence[Rollout]) -> dict[str, float]:
     metrics["turns/mean"] = sum(rollout.episode.turns for rollout in rollouts) / count
     accepted = sum(a.accepted and a.type in ("buy", "sell") for r in rollouts for a in r.episode.actions)
     metrics["actions/mean"] = accepted / count
+    if store is not None and store.planted_signal:
+        bought = exploits((rollout.episode for rollout in rollouts), store, store.planted_signal)
+        metrics["buys/mean"] = bought.buys / count
+        if bought.share is not None:
+            metrics["exploit_share"] = bought.share
     return {PREFIX + key: value for key, value in metrics.items()}

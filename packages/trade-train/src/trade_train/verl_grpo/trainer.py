@@ -79,8 +79,8 @@ ENTRY = "trade_train.verl_grpo.main"
 
 def _tasks(spec: TrainSpec) -> tuple[dict[str, bytes], str]:
     """verl's parquet file of each split in ``SPLITS``, and its tool config (the dataset the tools read, the
-    schemas anonymized with the tasks). verl's tool config is one file for every row, so every task must agree
-    with the manifest on ``anonymized``."""
+    schemas anonymized with the tasks, the tools they offer). verl's tool config is one file for every row, so
+    every task must agree with the manifest on ``anonymized`` and ``tools``."""
     from trade_reward.taskfolder import read_manifest, read_records
     from trade_train.preflight import SPLITS, dataset_path
     from trade_train.verl_grpo.files import tools_yaml
@@ -88,13 +88,14 @@ def _tasks(spec: TrainSpec) -> tuple[dict[str, bytes], str]:
 
     manifest = read_manifest(spec.tasks)
     records = {split: read_records(spec.tasks, split) for split in SPLITS}
-    if any(r.task.anonymized != manifest.anonymized for split in records.values() for r in split):
-        raise TradeError(
-            f"tasks folder {spec.tasks}: some tasks disagree with its manifest on anonymized",
-            hint="rebuild it with `trade data tasks` (with or without --anonymize)",
-        )
+    for field in ("anonymized", "tools"):
+        if any(getattr(r.task, field) != getattr(manifest, field) for split in records.values() for r in split):
+            raise TradeError(
+                f"tasks folder {spec.tasks}: some tasks disagree with its manifest on {field}",
+                hint="rebuild it with `trade data tasks`",
+            )
     rows = {f"{split}.parquet": parquet(split_records) for split, split_records in records.items()}
-    return rows, tools_yaml(dataset_path(spec, manifest), anonymized=manifest.anonymized)
+    return rows, tools_yaml(dataset_path(spec, manifest), manifest.tools, anonymized=manifest.anonymized)
 
 
 def hydra_overrides(command: list[str]) -> list[str]:
