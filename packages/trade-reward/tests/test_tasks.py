@@ -330,7 +330,7 @@ def test_tools_and_prompt_set_reach_every_task_and_the_manifest(synthetic: Path,
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--tools", "TakeAction,get_news"], "names unknown tools ['get_news'] (known: get_price_data,"),
+        (["--tools", "TakeAction,get_news"], "names unknown tools get_news (known: get_price_data,"),
         (["--prompt-set", "verbose"], "unknown prompt set 'verbose' (valid: compact, default)"),
     ],
 )

@@ -136,8 +136,8 @@ def test_a_task_that_names_tools_offers_only_those(synth_store: MarketStore) -> 
 @pytest.mark.parametrize(
     ("look", "message"),
     [
-        ({"tools": ["TakeAction", "nope"]}, "names unknown tools ['nope']"),
-        ({"tools": []}, "names unknown tools []"),
+        ({"tools": ["TakeAction", "nope"]}, "names unknown tools nope"),
+        ({"tools": []}, "names no tool"),
         ({"prompt_set": "nope"}, "unknown prompt set 'nope'"),
     ],
 )

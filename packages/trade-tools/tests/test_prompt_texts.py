@@ -85,7 +85,9 @@ def test_the_compact_set_leaves_out_the_market_state_and_the_tool_list(synth_sto
     assert "市场状态" in default[0]["content"] and "## 可用工具" in default[0]["content"]
     system = compact[0]["content"]
     assert "市场状态" not in system and "## 可用工具" not in system and "compute_alpha_factor" not in system
-    assert system.startswith("【合成数据】你是一名A股量化交易分析师")  # a synthetic market says so, as the summary would
+    assert system.startswith(
+        "【合成数据】你是一名A股量化交易分析师"
+    )  # a synthetic market says so, as the summary would
     assert "## 交易规则" in system and "最多回复16轮" in system
     assert '3. 最后必须调用 TakeAction(type="stop")' in system and "4. " not in system
     assert len(system) < len(default[0]["content"]) / 2

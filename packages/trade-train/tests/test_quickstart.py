@@ -16,7 +16,7 @@ needs_extra = pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in ("trl", "trade_eval")),
     reason="needs trade-train[quickstart] (tox -e trl)",
 )
-SHORT = ("--days", "2", "--sft-steps", "40", "--steps", "1")
+SHORT = ("--days", "2", "--samples", "2", "--sft-steps", "40", "--steps", "1")
 """A few minutes on 2 shared cores: enough to run every stage, not to learn anything."""
 
 
@@ -86,16 +86,26 @@ def test_a_short_quickstart_runs_end_to_end_and_resumes(tmp_path: Path) -> None:
     assert f"report: {out / 'report.md'}" in run.out
     report = (out / "report.md").read_text()
     # The three sides stand in one table, each row's reward the one its own evaluation wrote.
-    for side in ("trained", "untrained", "momentum", "equal-weight", "hold", "random"):
+    for side in ("trained", "untrained", "momentum", "equal-weight", "hold", "random", "oracle-signal"):
         summary = json.loads((out / "evaluate" / side / "summary.json").read_text())
-        reward = summary["mean_reward"]["bucketed"]
-        assert re.search(rf"^\| {re.escape(side)} \| {re.escape(f'{reward:+.3f}')} ", report, re.MULTILINE), side
-    # The learning table is the trainer's metrics.jsonl.
+        reward, share = summary["mean_reward"]["continuous"], summary["exploit_share"]
+        cell = "-" if share is None else f"{share:.0%}"
+        row = rf"^\| {re.escape(side)} \| {re.escape(f'{reward:+.3f}')} \[[^]]*\] \| {re.escape(cell)}"
+        assert re.search(row, report, re.MULTILINE), side
+    oracle = json.loads((out / "evaluate" / "oracle-signal" / "summary.json").read_text())
+    assert oracle["exploit_share"] == 1.0  # the planted signal's ceiling reads it and buys its top stock
+    assert "Data: synthetic, planted signal KMID, IC 0.3 (" in report
+    # The learning table is the trainer's metrics.jsonl, and its chart is drawn.
     step = json.loads((out / "grpo" / "metrics.jsonl").read_text().splitlines()[0])
-    assert f"| 1 | {step['trade/reward/score/mean']:+.3f} | {step['trade/failure/no_valid_call']:.0%} |" in report
+    share = "-" if "trade/exploit_share" not in step else f"{step['trade/exploit_share']:.0%}"
+    assert (
+        f"| 1 | {step['trade/reward/score/mean']:+.3f} | {share} | {step['trade/failure/no_valid_call']:.0%} |"
+        in report
+    )
+    assert (out / "grpo.png").read_bytes().startswith(b"\x89PNG")
     compared = json.loads((out / "evaluate" / "compare.json").read_text())
     assert f"Trained against untrained (`trade eval compare`): {compared['verdicts'][0]}." in report
-    assert "## What it learns and what it does not" in report
+    assert f"On the held-out tasks, trained against untrained: {compared['verdicts'][0]}." in report
     page = (out / "report.html").read_text()
     assert "trained" in page and "untrained" in page and "momentum" in page
     assert list(_state(out)["finished"]) == ["market", "tasks", "model", "grpo", "evaluate", "backtest", "report"]

@@ -9,12 +9,15 @@ stateless plugins: what a run configures arrives as :class:`RunSettings`, and wh
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, Field
 
 from trade_core.registry import Registry
 from trade_tools.day import TradingDay
+
+if TYPE_CHECKING:
+    from trade_data.store import MarketStore
 
 
 class RunSettings(BaseModel):
@@ -68,6 +71,11 @@ class Policy(ABC):
     def check(self, settings: RunSettings) -> None:  # noqa: B027 (most policies have nothing to check)
         """Refuse a run this policy cannot play, before any day starts (raise a TradeError: one line on the CLI)."""
 
+    def for_data(self, settings: RunSettings, store: MarketStore) -> RunSettings:
+        """The settings for a run on ``store``, once it is loaded (a default read from the dataset, say); raise a
+        TradeError to refuse the run before any day starts."""
+        return settings
+
     @abstractmethod
     async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
         """Play ``day`` until it closes (``day.is_open`` is False) using its tools only.
@@ -78,10 +86,3 @@ class Policy(ABC):
 
 
 POLICIES = Registry("trade_register_policies", "policy", Policy)
-
-
-def with_dataset_signal(settings: RunSettings, planted: str | None) -> RunSettings:
-    """``options.signal`` defaults to the dataset's planted signal, for the policies that read one."""
-    if planted is None or settings.options.get("signal"):
-        return settings
-    return settings.model_copy(update={"options": {**settings.options, "signal": planted}})

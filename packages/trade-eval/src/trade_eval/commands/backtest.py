@@ -146,7 +146,7 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
     from trade_eval.backtest import SEEDS, Backtest, new_manifest, run_backtest, run_seeds
     from trade_eval.memorisation import warn_before_cutoff
     from trade_eval.metrics import Conventions, spread_lines, table_lines
-    from trade_eval.policy import POLICIES, RunSettings, with_dataset_signal
+    from trade_eval.policy import POLICIES, RunSettings
 
     policy = POLICIES.get(policy_name)
     if policy.needs_server and not (base_url and model):
@@ -161,9 +161,9 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
         max_tokens=max_tokens, request_timeout=request_timeout, retries=retries, seed=seed,
         options=settings_from(pairs, example="backoff=2"),
     )  # fmt: skip
-    store = MarketStore.load(data)
-    settings = with_dataset_signal(settings, store.planted_signal)
     policy.check(settings)
+    store = MarketStore.load(data)
+    settings = policy.for_data(settings, store)
     backtest = Backtest(
         store, start_date, num_days, initial_cash=initial_cash, pool_size=pool_size or 20,
         pool=_pool_file(pool_file) if pool_file else None, universe=universe, seed=seed, max_turns=max_turns,

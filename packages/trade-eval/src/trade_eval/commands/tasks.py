@@ -56,7 +56,7 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
     from trade_core.plugins import get_manager
     from trade_data.store import MarketStore
     from trade_eval.memorisation import warn_before_cutoff
-    from trade_eval.policy import POLICIES, RunSettings, with_dataset_signal
+    from trade_eval.policy import POLICIES, RunSettings
     from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks, summary_lines
     from trade_reward.schemes import get_scheme
 
@@ -70,14 +70,14 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
         model=model, api_key=api_key, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
         request_timeout=request_timeout, retries=retries, seed=seed, options=settings_from(pairs, example="backoff=2"),
     )  # fmt: skip
+    policy.check(settings)
     chosen = [get_scheme(name) for name in dict.fromkeys(schemes)]
     records, split_name, dataset = load_tasks(tasks_path, split)
     data = data or dataset
     if data is None:
         raise TradeError(f"{tasks_path} has no tasks manifest naming its dataset", hint="pass --data DIR")
     store = MarketStore.load(data)
-    settings = with_dataset_signal(settings, store.planted_signal)
-    policy.check(settings)
+    settings = policy.for_data(settings, store)
     evaluation = TasksEval(store, records[:limit], chosen, samples, anonymize=anonymize)
     servers = list(base_urls) if policy.needs_server else []
     origin = POLICIES.provided(get_manager())[policy_name].origin

@@ -10,12 +10,15 @@ import datetime as dt
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from trade_core.errors import TradeError
 from trade_eval.policy import POLICIES, DayUsage, Policy, RunSettings
+
+if TYPE_CHECKING:
+    from trade_data.store import MarketStore
 from trade_tools.day import TradingDay
 
 log = structlog.get_logger("trade.eval.dashboard")
@@ -36,6 +39,9 @@ class Watched(Policy):
 
     def check(self, settings: RunSettings) -> None:
         self.inner.check(settings)
+
+    def for_data(self, settings: RunSettings, store: MarketStore) -> RunSettings:
+        return self.inner.for_data(settings, store)
 
     async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
         self.day = day
@@ -105,6 +111,7 @@ class Plays:
 
         if self.store is None:
             self.store = MarketStore.load(self.data)
+        settings = play.watched.for_data(settings, self.store)
         backtest = Backtest(self.store, play.date, 1, pool_size=pool_size)
         command = ["trade", "eval", "dashboard", "play", str(play.date), play.policy]
         manifest = new_manifest(backtest, play.policy, settings, command=command, data=self.data,

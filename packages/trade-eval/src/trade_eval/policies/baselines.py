@@ -15,6 +15,7 @@ from abc import abstractmethod
 from collections.abc import Mapping
 
 from trade_core.errors import TradeError
+from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
 from trade_eval.policy import DayUsage, Policy, RunSettings
 from trade_tools.day import TradingDay
@@ -200,7 +201,14 @@ class OracleSignal(_TargetWeights):
     description = "reads the planted signal with compute_alpha_factor, holds its top pool stock at the 40% cap"
     reasoning = "信号基线：按因子排名持有股票池第一名"
 
-    def check(self, settings: RunSettings) -> None:
+    def for_data(self, settings: RunSettings, store: MarketStore) -> RunSettings:
+        """``options.signal`` defaults to the dataset's planted signal."""
+        if not settings.options.get("signal") and store.planted_signal:
+            settings = settings.model_copy(update={"options": {**settings.options, "signal": store.planted_signal}})
+        self._require_signal(settings)
+        return settings
+
+    def _require_signal(self, settings: RunSettings) -> None:
         if not settings.options.get("signal"):
             raise TradeError(
                 "policy 'oracle-signal' needs a signal",
@@ -212,7 +220,7 @@ class OracleSignal(_TargetWeights):
         return {ranking[0]: episode.rules.max_position_weight or 1.0} if ranking else {}
 
     async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
-        self.check(settings)
+        self._require_signal(settings)
         day.turn("", [("compute_alpha_factor", json.dumps({"expression": settings.options["signal"]}))])
         return await super().play(day, settings)
 

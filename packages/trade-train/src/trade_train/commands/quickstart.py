@@ -36,8 +36,9 @@ def _setting_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("quickstart"),
               show_default=True, help="Run folder; a rerun into it resumes after the last finished stage.")  # fmt: skip
 @_setting_options
+@click.option("--seeds", metavar="S,S,...", help="Run once per seed into OUT/seed-S, then OUT/report.md over them.")
 @click.option("--stop-after", type=click.Choice(STAGE_NAMES), help="Stop after this stage (rerun to go on).")
-def quickstart_command(data: Path | None, out: Path, stop_after: str | None, **flags: Any) -> None:
+def quickstart_command(data: Path | None, out: Path, seeds: str | None, stop_after: str | None, **flags: Any) -> None:
     """Run the loop end to end without a GPU: build a market with a planted signal and embargoed tasks, teach
     the tiny Qwen3 the tool-call format on demonstrations that act on the signal's ranking at random, train it
     with GRPO (trl-grpo), evaluate it before and after on held-out days beside the baselines and the signal's
@@ -61,6 +62,9 @@ def quickstart_command(data: Path | None, out: Path, stop_after: str | None, **f
     from trade_train.quickstart.pipeline import STAGES
     from trade_train.quickstart.stages import run_stages
 
+    if seeds is not None:
+        _over_seeds(out, _seed_list(seeds), stop_after, data=data.resolve() if data else None, **flags)
+        return
     settings = QuickstartSettings(data=data.resolve() if data else None, **flags)
     state = run_stages(out, settings, STAGES, stop_after=stop_after)
     total = sum(f.seconds for f in state.finished.values())
@@ -72,3 +76,32 @@ def quickstart_command(data: Path | None, out: Path, stop_after: str | None, **f
     click.echo("next: the same loop on real data, then the real model on NPUs (see the report's last section):")
     click.echo(f"  trade quickstart --data Q --out {out}-real")
     click.echo("  trade train --model /models/Qwen3-4B --tasks tasks --device npu --run-dir runs/qwen3-4b --dry-run")
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise TradeError(f"--seeds {text!r} is not a list of seeds", hint="e.g. --seeds 0,1,2") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) < len(seeds):
+        raise TradeError(f"--seeds {text!r}: want distinct seeds >= 0", hint="e.g. --seeds 0,1,2")
+    return seeds
+
+
+def _over_seeds(out: Path, seeds: list[int], stop_after: str | None, **flags: Any) -> None:
+    """One run per seed (each resumable in OUT/seed-S), then the report over them."""
+    from trade_train.quickstart.pipeline import STAGES
+    from trade_train.quickstart.report import write_seeds_report
+    from trade_train.quickstart.stages import run_stages
+
+    runs = {}
+    for seed in seeds:
+        click.echo(f"== seed {seed} ==")
+        settings = QuickstartSettings(**{**flags, "seed": seed})
+        state = run_stages(out / f"seed-{seed}", settings, STAGES, stop_after=stop_after)
+        if "report" not in state.finished:
+            click.echo(f"stopped after {stop_after}; rerun the same command to go on")
+            return
+        runs[seed] = out / f"seed-{seed}"
+    report = write_seeds_report(out, runs, QuickstartSettings(**flags).reward)
+    click.echo(f"\nreport over seeds: {report}")

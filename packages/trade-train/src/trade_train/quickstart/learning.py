@@ -11,6 +11,7 @@ from trade_reward.schemes import FAILURES
 
 STEP_COLUMNS = {
     "trade/reward/score/mean": "mean reward",
+    "trade/exploit_share": "exploit share",
     "trade/failure/no_valid_call": "no valid call",
     "trade/failure/truncated": "truncated",
     "trade/failure/no_stop": "no stop",
@@ -47,3 +48,33 @@ def halves(steps: list[dict[str, float]], key: str) -> tuple[float | None, float
         return None, None
     cut = max(1, len(values) // 2)
     return statistics.fmean(values[:cut]), statistics.fmean(values[-cut:])
+
+
+def step_chart(steps: list[dict[str, float]]) -> bytes:
+    """grpo.png: mean reward, exploit share and zero-variance share per GRPO step (PNG bytes)."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(10, 6.5), dpi=110, layout="constrained")
+    panels = (("trade/reward/score/mean", "mean rollout reward", None),
+              ("trade/exploit_share", "exploit share (buys of the signal's top stock)", (0, 1)),
+              ("trade/zero_variance_groups", "groups without a reward difference", (0, 1)))  # fmt: skip
+    for row, (key, title, limits) in enumerate(panels, start=1):
+        axes = figure.add_subplot(len(panels), 1, row)
+        points = [(step["step"], step[key]) for step in steps if key in step]
+        if points:
+            axes.plot(*zip(*points, strict=True), marker="o", markersize=3, linewidth=1.2, color="#1f77b4")
+        axes.set_title(title, loc="left", fontsize=10)
+        axes.grid(True, color="#e5e5e5", linewidth=0.8)
+        if limits:
+            axes.set_ylim(*limits)
+        axes.set_xlabel("GRPO step" if row == len(panels) else "")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def chance_share(pools: list[int]) -> float | None:
+    """The exploit share of a buyer picking a pool stock at random: the mean of 1 / pool size."""
+    return statistics.fmean(1 / size for size in pools) if pools else None

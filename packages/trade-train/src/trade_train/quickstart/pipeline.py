@@ -121,15 +121,16 @@ def grpo(ctx: Context) -> dict[str, Any]:
 
 def _local(ctx: Context, side: str, store: MarketStore) -> tuple[str, Any]:
     """The policy and settings that play ``side`` (a model in-process, or a baseline)."""
-    from trade_eval.policy import POLICIES, RunSettings, with_dataset_signal
+    from trade_eval.policy import POLICIES, RunSettings
 
     s = ctx.settings
     if side in SIDES:
         folder = ctx.results["grpo" if side == "trained" else "model"]["model"]
         settings = RunSettings(model=folder, temperature=s.temperature, max_tokens=s.max_tokens, seed=s.seed,
-                               options={"device": s.device})  # fmt: skip
+                               options={"device": "cuda" if s.device == "gpu" else "cpu"})  # fmt: skip
         return "local", (POLICIES.get("local"), settings)
-    return side, (POLICIES.get(side), with_dataset_signal(RunSettings(seed=s.seed), store.planted_signal))
+    policy = POLICIES.get(side)
+    return side, (policy, policy.for_data(RunSettings(seed=s.seed), store))
 
 
 def baselines(store: MarketStore) -> tuple[str, ...]:

@@ -8,10 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from trade_core.files import atomic_write
-from trade_train.quickstart.learning import STEP_COLUMNS, failure_rate, failure_share, halves, step_metrics
+from trade_train.quickstart.learning import (
+    STEP_COLUMNS,
+    chance_share,
+    failure_rate,
+    failure_share,
+    halves,
+    step_chart,
+    step_metrics,
+)
 from trade_train.quickstart.stages import STATE, Context
+from trade_train.verl_grpo.rollouts import FLAT_REASONS
 
-REPORT, PAGE = "report.md", "report.html"
+REPORT, PAGE, CHART = "report.md", "report.html", "grpo.png"
 
 
 def _pct(value: float | None) -> str:
@@ -37,20 +46,25 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def side_by_side(summaries: dict[str, dict[str, Any]], scheme: str) -> list[str]:
-    """One row per policy on the held-out tasks: reward, stop and tool-error rates with intervals, failures."""
+    """One row per policy on the held-out tasks: reward and exploit share with intervals, buys, stop and tool-error
+    rates with intervals, failures."""
     rows = []
     for side, s in summaries.items():
         rows.append([
             side,
             _ranged(s["mean_reward"][scheme], s["mean_reward_ci"][scheme], "+.3f"),
+            _ranged(s.get("exploit_share"), s.get("exploit_share_ci"), ".0%"),
+            "-" if s.get("buys_per_episode") is None else f"{s['buys_per_episode']:.2f}",
             _ranged(s["stop_rate"], s["stop_rate_ci"], ".0%"),
             _ranged(s["tool_error_rate"], s["tool_error_rate_ci"], ".0%"),
             _pct(failure_rate(s)),
             *(_pct(failure_share(s, reason)) for reason in ("no_valid_call", "truncated", "no_stop")),
             "-" if s["turns_per_episode"] is None else f"{s['turns_per_episode']:.1f}",
         ])  # fmt: skip
-    header = ["policy", f"mean reward ({scheme}) [95% CI]", "stop rate", "tool-error rate", "failures",
-              "no valid call", "truncated", "no stop", "turns"]  # fmt: skip
+    header = [
+        "policy", f"mean reward ({scheme}) [95% CI]", "exploit share", "buys", "stop rate", "tool-error rate",
+        "failures", "no valid call", "truncated", "no stop", "turns",
+    ]  # fmt: skip
     return _table(header, rows)
 
 
@@ -63,33 +77,68 @@ def learning_table(steps: list[dict[str, float]]) -> list[str]:
     return _table(["step", *STEP_COLUMNS.values()], rows)
 
 
-def lessons(steps: list[dict[str, float]], summaries: dict[str, dict[str, Any]], verdict: str, scheme: str) -> str:
-    """The plain paragraph: what moved, what did not, each number from this run."""
-    trained, untrained, momentum = summaries["trained"], summaries["untrained"], summaries.get("momentum")
-    early, late = halves(steps, "trade/reward/score/mean")
-    stop_early, stop_late = halves(steps, "trade/stop_rate")
-    error_early, error_late = halves(steps, "trade/tool_error_rate")
+def _apart(a: list[float] | None, b: list[float] | None) -> bool:
+    """Whether interval ``a`` lies wholly above interval ``b``."""
+    return a is not None and b is not None and a[0] > b[1]
+
+
+def exploit_lesson(summaries: dict[str, dict[str, Any]], chance: float | None) -> str:
+    """What the exploit shares say, each clause chosen by the numbers it states."""
+    trained, untrained = summaries["trained"], summaries["untrained"]
+    after, before = trained.get("exploit_share"), untrained.get("exploit_share")
+    if after is None or before is None:
+        bought = "trained" if after is None else "untrained"
+        return f"The {bought} model accepted no buy on the held-out tasks, so no exploit share can be compared. "
     text = (
-        f"During GRPO ({len(steps)} steps) the mean rollout reward went from {_num(early)} (first half of the "
-        f"steps) to {_num(late)} (second half), the stop rate from {_pct(stop_early)} to {_pct(stop_late)} and the "
-        f"tool-error rate from {_pct(error_early)} to {_pct(error_late)}. On the held-out tasks the failure rate "
-        f"(no valid call, truncated or no stop, each scored as a failure) is {_pct(failure_rate(untrained))} "
-        f"before and {_pct(failure_rate(trained))} after, the stop rate {_pct(untrained['stop_rate'])} before and "
-        f"{_pct(trained['stop_rate'])} after, the tool-error rate {_pct(untrained['tool_error_rate'])} before and "
-        f"{_pct(trained['tool_error_rate'])} after; {verdict}. GRPO learns only from a group whose rollouts scored "
-        f"differently: {_differing(steps)} here. "
-        if early is not None
-        else "GRPO logged no step. "
+        f"Of its accepted buys, the trained model bought the signal's top stock in {after:.0%} "
+        f"[{_interval(trained['exploit_share_ci'], '.0%')}], its untrained self in {before:.0%} "
+        f"[{_interval(untrained['exploit_share_ci'], '.0%')}]"
+        + ("" if chance is None else f" (a pick at random: {chance:.0%})")
+        + "; "
     )
-    if momentum is not None:
+    if _apart(trained["exploit_share_ci"], untrained["exploit_share_ci"]):
+        ratio = after / before if before else float("inf")
+        text += f"the intervals do not overlap: GRPO raised it {ratio:.1f}x. "
+    elif _apart(untrained["exploit_share_ci"], trained["exploit_share_ci"]):
+        text += "the intervals do not overlap: GRPO lowered it. "
+    else:
+        text += "the intervals overlap: this run cannot tell the two apart. "
+    oracle = summaries.get("oracle-signal")
+    if oracle is not None:
         text += (
-            f"What a model of this size learns here is the protocol, and mostly from the fine-tune on the baselines' "
-            f"days: well-formed calls of the right tools, orders the Episode accepts, and stopping (the failure rate "
-            f"above). It does not learn to pick stocks: the momentum rule scores "
-            f"{_num(momentum['mean_reward'][scheme])} on the same tasks against {_num(trained['mean_reward'][scheme])} "
-            f"for the trained model, and a few steps on a few dozen rollouts could not tell skill from the noise of "
-            f"{summaries['trained']['played']} held-out days (the intervals above)."
+            f"The oracle, which reads the signal and holds its top stock, scores "
+            f"{oracle['mean_reward'][next(iter(oracle['mean_reward']))]:+.3f} a task: the ceiling of this market. "
         )
+    return text
+
+
+def _interval(interval: list[float] | None, form: str) -> str:
+    return "-" if interval is None else f"{interval[0]:{form}}, {interval[1]:{form}}"
+
+
+def lessons(steps: list[dict[str, float]], summaries: dict[str, dict[str, Any]], verdict: str, scheme: str,
+            chance: float | None) -> str:  # fmt: skip
+    """The plain paragraph: what moved, what did not, each number from this run and each clause chosen by them."""
+    trained, untrained = summaries["trained"], summaries["untrained"]
+    early, late = halves(steps, "trade/reward/score/mean")
+    text = ""
+    if early is None:
+        text += "GRPO logged no step. "
+    else:
+        share_early, share_late = halves(steps, "trade/exploit_share")
+        text += (
+            f"During GRPO ({len(steps)} steps) the mean rollout reward went from {_num(early)} (first half of the "
+            f"steps) to {_num(late)} (second half)"
+            + ("" if share_early is None else f", the exploit share from {_pct(share_early)} to {_pct(share_late)}")
+            + f"; GRPO learns only from a group whose rollouts scored differently: {_differing(steps)} here. "
+        )
+    text += f"On the held-out tasks, trained against untrained: {verdict}. " + exploit_lesson(summaries, chance)
+    failed_before, failed_after = failure_rate(untrained), failure_rate(trained)
+    text += (
+        f"Failures (no valid call, truncated or no stop, each scored below any trade) are "
+        f"{_pct(failed_before)} before and {_pct(failed_after)} after; the tool-error rate "
+        f"{_pct(untrained['tool_error_rate'])} before and {_pct(trained['tool_error_rate'])} after."
+    )
     return text
 
 
@@ -98,6 +147,19 @@ def _differing(steps: list[dict[str, float]]) -> str:
     groups = sum(step.get("trade/groups", 0.0) for step in steps)
     flat = sum(step.get("trade/groups", 0.0) * step.get("trade/zero_variance_groups", 0.0) for step in steps)
     return f"{groups - flat:.0f} of {groups:.0f} groups"
+
+
+def flat_steps(steps: list[dict[str, float]]) -> str | None:
+    """The line saying how many steps had over half their groups without a reward difference, and why."""
+    warned = [step for step in steps if step.get("trade/zero_variance_groups", 0.0) > 0.5]
+    if not warned:
+        return None
+    reasons = {why: sum(step.get(f"trade/zero_variance/{why}", 0.0) for step in warned) for why in FLAT_REASONS}
+    named = ", ".join(why.replace("_", " ") for why, total in sorted(reasons.items(), key=lambda kv: -kv[1]) if total)
+    return (
+        f"Warning: {len(warned)} of {len(steps)} steps had over half their groups without a reward difference "
+        f"({named})."
+    )
 
 
 def backtest_rows(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -113,43 +175,57 @@ def write_reports(ctx: Context) -> dict[str, Any]:
     from trade_eval.metrics import table_lines
     from trade_eval.report.page import write_report
     from trade_eval.report.runs import load_run
+    from trade_reward.taskfolder import read_records
     from trade_train.quickstart.pipeline import SIDES
 
     s, results = ctx.settings, ctx.results
     summaries = results["evaluate"]["summaries"]
     compared = results["evaluate"]["compare"]
     steps = step_metrics(Path(results["grpo"]["run_dir"]))
+    atomic_write(ctx.out / CHART, step_chart(steps))
     tasks, tuned = results["tasks"], results["model"]
+    test = read_records(Path(tasks["tasks"]), "test")
+    chance = chance_share([len(r.task.pool) for r in test])
     backtests = [ctx.out / "backtest" / side for side in SIDES]
     page = write_report([load_run(path) for path in backtests], ctx.out / PAGE)
     verdict = compared["verdicts"][0]
+    trained = summaries["trained"]
+    samples = trained["episodes"] // max(1, summaries["hold"]["episodes"]) if "hold" in summaries else s.samples
     lines = [
         "# trade quickstart",
         "",
-        f"Data: {'synthetic market' if s.data is None else s.data} ({results['market']['data']}); tasks "
-        f"{tasks['split']} ({tasks['counts']['train']} train, {tasks['counts']['test']} held-out test); seed "
-        f"{s.seed}; tiny Qwen3 fine-tuned {s.sft_steps} steps on {tuned['demonstrations']} baseline episodes "
-        f"(momentum's orders, or hold; loss {tuned['first_loss']:.2f} -> {tuned['last_loss']:.2f}), then {s.steps} "
-        f"GRPO steps of {s.group} rollouts at temperature {s.temperature:g}. Evaluation samples at the same "
-        f"temperature, {s.max_tokens} tokens a reply.",
+        f"Data: {results['market']['description']} ({results['market']['data']}); tasks {tasks['split']} "
+        f"({tasks['counts']['train']} train, {tasks['counts']['test']} held-out test), tools {s.tools}, prompt set "
+        f"{s.prompt_set}; seed {s.seed}. A random-init Qwen3 ({s.model_layers} layers, hidden {s.model_hidden}) "
+        f"with the real tokenizer, fine-tuned {s.sft_steps} steps on {tuned['demonstrations']} demonstration days "
+        f"(loss {tuned['first_loss']:.2f} -> {tuned['last_loss']:.2f}), then {s.steps} GRPO steps of "
+        f"{s.tasks_per_step} tasks x {s.group} rollouts at temperature {s.temperature:g}, learning rate "
+        f"{s.learning_rate:g} (constant), reward `{s.reward}`. Evaluation samples at the same temperature, "
+        f"{s.max_tokens} tokens a reply.",
         "",
-        f"## Held-out tasks, side by side ({summaries['trained']['episodes']} tasks)",
+        f"## Held-out tasks, side by side ({len(test)} tasks; {samples} samples each for the models, one for the "
+        f"rules)",
         "",
         *side_by_side(summaries, s.reward),
         "",
-        "`untrained` is the fine-tuned model before GRPO, `trained` the same model after it.",
+        "`untrained` is the fine-tuned model before GRPO, `trained` the same model after it. Exploit share: of a "
+        "policy's accepted buys, the share of the pool's top stock by the planted signal among those a buy could "
+        "fill; `-` where the data has no planted signal or nothing was bought.",
         "",
-        f"Intervals: {summaries['trained']['interval_method']}.",
+        f"Intervals: {trained['interval_method']}.",
         "",
         f"Trained against untrained (`trade eval compare`): {verdict}.",
         "",
-        "## GRPO, step by step",
+        f"## GRPO, step by step ({CHART})",
+        "",
+        f"![GRPO per step]({CHART})",
         "",
         *learning_table(steps),
         "",
-        "## What it learns and what it does not",
+        *([warning, ""] if (warning := flat_steps(steps)) else []),
+        "## What it learned",
         "",
-        lessons(steps, summaries, verdict, s.reward),
+        lessons(steps, summaries, verdict, s.reward, chance),
         "",
         f"## Backtest of the held-out days ({PAGE})",
         "",
@@ -157,19 +233,62 @@ def write_reports(ctx: Context) -> dict[str, Any]:
     lines += ["```", *table_lines(backtest_rows(results["backtest"]["summaries"])), "```", ""]
     times = json.loads((ctx.out / STATE).read_text(encoding="utf-8"))["finished"]
     rows = [[name, f"{stage['seconds']:.0f}"] for name, stage in times.items()]
+    rows.append(["total", f"{sum(stage['seconds'] for stage in times.values()):.0f}"])
     lines += ["## Stage times (this report's excluded)", "", *_table(["stage", "seconds"], rows)]
     lines += [
         "",
         "## Next",
         "",
         "```bash",
+        "trade quickstart --seeds 0,1,2 --out quickstart-seeds   # the same run over three seeds, one report",
         "trade data import ../shared/data/cn-csi300/daily.parquet --out Q \\",
         "    --calendar ../shared/data/cn-csi300/calendar.txt --universe csi300=../shared/data/cn-csi300/csi300.txt",
         f"trade quickstart --data Q --out {ctx.out.name}-real",
-        "trade data tasks --data Q --out tasks",
         "trade train --model /models/Qwen3-4B --tasks tasks --device npu --run-dir runs/qwen3-4b --dry-run",
         "```",
         "",
     ]
     atomic_write(ctx.out / REPORT, "\n".join(lines))
     return {"report": str(ctx.out / REPORT), "page": str(page.html)}
+
+
+SEEDS_REPORT = "report.md"
+SEED_COLUMNS = ["seed", "untrained reward", "trained reward", "trained - untrained [95% CI]", "exploit share before",
+                "after", "seconds"]  # fmt: skip
+
+
+def write_seeds_report(out: Path, runs: dict[int, Path], scheme: str) -> Path:
+    """``OUT/report.md`` over ``--seeds``: each seed's paired difference and exploit shares, and their spread;
+    the sentences count what the rows show."""
+    import statistics
+
+    rows, differences, wins, doubled = [], [], 0, 0
+    for seed, folder in runs.items():
+        state = json.loads((folder / STATE).read_text(encoding="utf-8"))["finished"]
+        evaluate = state["evaluate"]["result"]
+        metric = evaluate["compare"]["metrics"][scheme]
+        after = evaluate["summaries"]["trained"].get("exploit_share")
+        before = evaluate["summaries"]["untrained"].get("exploit_share")
+        wins += metric["ci"] is not None and metric["ci"][0] > 0
+        doubled += after is not None and before is not None and after >= 2 * before
+        differences.append(metric["difference"])
+        rows.append([
+            str(seed), f"{metric['b']:+.3f}", f"{metric['a']:+.3f}",
+            _ranged(metric["difference"], metric["ci"], "+.3f"), _pct(before), _pct(after),
+            f"{sum(stage['seconds'] for stage in state.values()):.0f}",
+        ])  # fmt: skip
+    spread = statistics.stdev(differences) if len(differences) > 1 else 0.0
+    lines = [
+        f"# trade quickstart over seeds {', '.join(map(str, runs))}",
+        "",
+        *_table(SEED_COLUMNS, rows),
+        "",
+        f"Mean difference {statistics.fmean(differences):+.3f} (sd {spread:.3f} over {len(runs)} seeds). In {wins} of "
+        f"{len(runs)} seeds the trained model beats its untrained self with a paired interval that excludes 0; in "
+        f"{doubled} of {len(runs)} its exploit share at least doubled. Each seed's own report: "
+        + ", ".join(f"[seed {seed}]({folder.name}/{REPORT})" for seed, folder in runs.items())
+        + ".",
+        "",
+    ]
+    atomic_write(out / SEEDS_REPORT, "\n".join(lines))
+    return out / SEEDS_REPORT

@@ -26,15 +26,17 @@ class QuickstartSettings(BaseModel):
         "KMID:0.3",
         description="the edge planted in the synthetic market (NAME:IC, or 'none'); with --data, the data's own",
     )
-    symbols: int = Field(60, ge=10, description="stocks of the synthetic market (its csi300 holds half of them)")
-    steps: int = Field(40, ge=1, description="GRPO steps")
+    symbols: int = Field(
+        16, ge=10, description="stocks of the synthetic market: its csi300 holds half, the pool every day draws from"
+    )
+    steps: int = Field(24, ge=1, description="GRPO steps")
     seed: int = Field(
         0, ge=0, description="seed of the market, tasks, weights and sampling: the same seed, the same numbers"
     )
     days: int = Field(60, ge=2, description="held-out test days evaluated and backtested")
     samples: int = Field(4, ge=1, description="samples of each held-out task per model")
-    sft_steps: int = Field(300, ge=1, description="fine-tuning steps on the demonstrations")
-    demonstrations: int = Field(48, ge=1, description="training days played as demonstrations for the fine-tune")
+    sft_steps: int = Field(600, ge=1, description="fine-tuning steps on the demonstrations")
+    demonstrations: int = Field(189, ge=1, description="training days played as demonstrations for the fine-tune")
     group: int = Field(8, ge=2, description="rollouts per GRPO task")
     tasks_per_step: int = Field(2, ge=1, description="GRPO tasks (groups) per step")
     temperature: float = Field(
@@ -52,9 +54,13 @@ class QuickstartSettings(BaseModel):
         "TakeAction)",
     )
     prompt_set: str = Field("compact", description="how a day is put into words (the tutorial's: default)")
-    pool_size: str = Field("5-10", description="stocks per task (short prompts for a tiny model)")
+    pool_size: str = Field(
+        "8", description="stocks per task: with 16 stocks the same 8 most days, so a tiny model names them right"
+    )
     universe: str = Field("csi300", description="universe the task pools are drawn from")
-    device: Literal["cpu", "gpu"] = Field("cpu", description="where the fine-tune, GRPO and the models run")
+    device: Literal["cpu", "gpu"] = Field(
+        "cpu", description="where GRPO and the evaluated models run (the fine-tune: CPU)"
+    )
     model_layers: int = Field(2, ge=1, description="layers of the random-init Qwen3")
     model_hidden: int = Field(64, ge=32, description="hidden size of the random-init Qwen3")
 

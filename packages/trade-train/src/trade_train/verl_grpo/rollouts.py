@@ -70,6 +70,35 @@ class Rollout(BaseModel):
         )
 
 
+FLAT_REASONS = ("all_failed", "identical", "coarse_reward")
+"""Why a group's scores are all equal: every rollout failed; every one ended with the same r_outcome (the same
+trades, or none); or the returns differed and the scheme scored them alike (a bucket too wide)."""
+
+
+def flat_reason(group: Sequence[Rollout]) -> str | None:
+    """Which of :data:`FLAT_REASONS` leaves the group without a reward difference, or None when it has one."""
+    scores = [rollout.score for rollout in group]
+    if max(scores) - min(scores) > 1e-12:
+        return None
+    if all(rollout.reward.failure for rollout in group):
+        return "all_failed"
+    outcomes = [rollout.reward.r_outcome for rollout in group]
+    return "identical" if max(outcomes) - min(outcomes) <= 1e-12 else "coarse_reward"
+
+
+def flat_warning(metrics: dict[str, float], limit: float = 0.5) -> str | None:
+    """The line a step prints when over ``limit`` of its groups teach nothing, with the reasons' shares."""
+    share = metrics.get(PREFIX + "zero_variance_groups", 0.0)
+    if share <= limit:
+        return None
+    reasons = ", ".join(
+        f"{why.replace('_', ' ')} {metrics[PREFIX + 'zero_variance/' + why]:.0%}"
+        for why in FLAT_REASONS
+        if metrics.get(PREFIX + "zero_variance/" + why)
+    )
+    return f"{share:.0%} of this step's groups had no reward difference and taught nothing ({reasons})"
+
+
 def step_metrics(rollouts: Sequence[Rollout], store: MarketStore | None = None) -> dict[str, float]:
     """The trading metrics of one step, named ``trade/...`` for verl's logger (console, SwanLab, ...).
 
@@ -79,7 +108,7 @@ def step_metrics(rollouts: Sequence[Rollout], store: MarketStore | None = None) 
     - ``stop_rate``: share that executed ``TakeAction(stop)``; ``status/<status>``: share per ended Episode status,
     - ``tool_error_rate``: tool calls answered with an error text / all tool calls,
     - ``zero_variance_groups``: share of GRPO groups (same prompt) whose scores are all equal, so their
-      advantages are zero and they teach nothing this step,
+      advantages are zero and they teach nothing this step; ``zero_variance/<reason>`` by :data:`FLAT_REASONS`,
     - ``turns/mean``, ``actions/mean`` (accepted buys and sells), ``trajectories``, ``groups``,
     - on a ``store`` with a planted signal: ``exploit_share`` (of the step's accepted buys, the share of the pool's
       top stock by the signal: :mod:`trade_tools.exploit`; absent when nothing was bought) and ``buys/mean``.
@@ -102,11 +131,13 @@ def step_metrics(rollouts: Sequence[Rollout], store: MarketStore | None = None) 
     calls = sum(rollout.episode.tool_calls for rollout in rollouts)
     errors = sum(rollout.episode.tool_errors for rollout in rollouts)
     metrics["tool_error_rate"] = errors / calls if calls else 0.0
-    groups: dict[str, list[float]] = defaultdict(list)
+    groups: dict[str, list[Rollout]] = defaultdict(list)
     for rollout in rollouts:
-        groups[rollout.group].append(rollout.score)
+        groups[rollout.group].append(rollout)
     metrics["groups"] = float(len(groups))
-    metrics["zero_variance_groups"] = sum(max(s) - min(s) <= 1e-12 for s in groups.values()) / len(groups)
+    flat = Counter(why for why in map(flat_reason, groups.values()) if why)
+    metrics["zero_variance_groups"] = sum(flat.values()) / len(groups)
+    metrics.update({f"zero_variance/{why}": flat[why] / len(groups) for why in FLAT_REASONS})
     metrics["turns/mean"] = sum(rollout.episode.turns for rollout in rollouts) / count
     accepted = sum(a.accepted and a.type in ("buy", "sell") for r in rollouts for a in r.episode.actions)
     metrics["actions/mean"] = accepted / count

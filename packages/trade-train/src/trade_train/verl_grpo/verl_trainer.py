@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+import structlog
 import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 from verl.trainer import main_ppo
@@ -27,8 +28,10 @@ from verl.trainer.ppo import v1
 from verl.trainer.ppo.v1 import trainer_base
 
 from trade_tools.trajectory import write_trajectories
-from trade_train.verl_grpo.rollouts import Rollout, step_metrics
+from trade_train.verl_grpo.rollouts import Rollout, flat_warning, step_metrics
 from trade_train.verl_grpo.schema import EPISODE
+
+log = structlog.get_logger("trade.train")
 
 
 def rollouts_in(batch: KVBatchMeta) -> list[Rollout]:
@@ -68,7 +71,10 @@ class TradingMetrics:
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics: dict, timing_raw: dict, global_steps: int, epoch: int):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)  # type: ignore[misc]
-        metrics.update(step_metrics(self._rollouts(batch)))
+        trading = step_metrics(self._rollouts(batch))
+        metrics.update(trading)
+        if warning := flat_warning(trading):
+            log.warning("verl_grpo.flat_groups", step=global_steps, warning=warning)
 
     def _log_rollout_data(self, batch: KVBatchMeta, timing_raw: dict, rollout_data_dir: str) -> None:
         super()._log_rollout_data(batch, timing_raw, rollout_data_dir)  # type: ignore[misc]
