@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import hashlib
 import importlib.metadata as md
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -34,7 +33,6 @@ from typing import Any
 import structlog
 
 from trade_core.errors import TradeError, error_line
-from trade_data.qlib_dir import META_FILE
 from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
 from trade_eval.metrics import Conventions, activity, attribution, performance, seed_spread
@@ -275,17 +273,6 @@ def plan_dates(store: MarketStore, start: dt.date, num_days: int) -> list[dt.dat
     return [d.date() for d in calendar[begin:end]]
 
 
-def data_fingerprint(path: Path) -> str:
-    """A short hash of the dataset's provenance (trade.json, rewritten by every import with its time and row
-    count), its calendar and its universes: any import or new universe changes it; reading costs microseconds."""
-    digest = hashlib.sha256()
-    files = [path / META_FILE, path / "calendars" / "day.txt", *sorted((path / "instruments").glob("*.txt"))]
-    for file in files:
-        digest.update(file.name.encode() + b"\0")
-        digest.update(file.read_bytes() if file.is_file() else b"(none)")
-    return digest.hexdigest()[:16]
-
-
 def versions(policy_dist: str) -> dict[str, str]:
     """Installed versions of trade-agent's packages and of the policy's distribution."""
     found = {}
@@ -464,6 +451,6 @@ def new_manifest(
         max_turns=backtest.settings.max_turns,
         anonymized=backtest.anonymize,
         rules=backtest.rules,
-        data=DataRef(path=str(Path(data).resolve()), fingerprint=data_fingerprint(backtest.store.path)),
+        data=DataRef.of(data, backtest.store),
         versions=versions(policy_dist),
     )

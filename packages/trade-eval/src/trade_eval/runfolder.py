@@ -9,17 +9,23 @@ what a resume can trust and cuts the rest away.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import time
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from trade_core.errors import TradeError, error_line
 from trade_core.files import atomic_write
+from trade_data.qlib_dir import META_FILE
+from trade_data.signals import describe_dataset
 from trade_tools.rules import ExecutionRules
+
+if TYPE_CHECKING:
+    from trade_data.store import MarketStore
 
 MANIFEST, DAYS, TRAJECTORIES, SUMMARY = "manifest.json", "days.jsonl", "trajectories.jsonl", "summary.json"
 FORMAT = 1
@@ -42,9 +48,30 @@ class PoolSpec(BaseModel):
     symbols: list[str] = Field(description="the run's pool: drawn on the first day or read from the file")
 
 
+def data_fingerprint(path: Path) -> str:
+    """A short hash of the dataset's provenance (trade.json, rewritten by every import with its time and row
+    count), its calendar and its universes: any import or new universe changes it; reading costs microseconds."""
+    digest = hashlib.sha256()
+    files = [path / META_FILE, path / "calendars" / "day.txt", *sorted((path / "instruments").glob("*.txt"))]
+    for file in files:
+        digest.update(file.name.encode() + b"\0")
+        digest.update(file.read_bytes() if file.is_file() else b"(none)")
+    return digest.hexdigest()[:16]
+
+
 class DataRef(BaseModel):
     path: str
     fingerprint: str
+    description: str = Field(
+        "", description="'real market data', 'synthetic', 'synthetic, planted signal KMID, IC 0.2'"
+    )
+
+    @classmethod
+    def of(cls, data: Path | str, store: MarketStore) -> DataRef:
+        """The dataset at ``data`` as a run records it."""
+        meta = store.meta
+        return cls(path=str(Path(data).resolve()), fingerprint=data_fingerprint(store.path),
+                   description=describe_dataset(meta.synthetic, meta.parameters))  # fmt: skip
 
 
 class Manifest(BaseModel):
@@ -76,6 +103,7 @@ class Manifest(BaseModel):
         """The fields a resumed run must share with the run it continues."""
         fields = self.model_dump(mode="json", exclude={"command", "versions", "created_at", "model_cutoff"})
         fields["data"].pop("path")
+        fields["data"].pop("description", None)  # the fingerprint covers trade.json, which it is read from
         return fields
 
 

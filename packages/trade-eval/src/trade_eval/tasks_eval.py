@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field, ValidationError
 from trade_core.errors import TradeError, error_line
 from trade_core.files import atomic_write
 from trade_data.store import MarketStore
-from trade_eval.backtest import LEFT_OPEN, data_fingerprint, versions
+from trade_eval.backtest import LEFT_OPEN, versions
 from trade_eval.policies.llm import shared_clients
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
 from trade_eval.runfolder import (
@@ -125,6 +125,7 @@ class TasksManifest(BaseModel):
         fields = self.model_dump(mode="json", exclude={"command", "base_urls", "versions", "created_at",
                                                        "model_cutoff"})  # fmt: skip
         fields["data"].pop("path")
+        fields["data"].pop("description", None)  # the fingerprint covers trade.json, which it is read from
         fields["tasks"].pop("path")
         return fields
 
@@ -465,6 +466,6 @@ def new_manifest(evaluation: TasksEval, policy_name: str, settings: RunSettings,
         schemes={s.name: s.settings.model_dump(mode="json") for s in evaluation.schemes},
         weights=list(DEFAULT_WEIGHTS),
         anonymized=evaluation.anonymized,
-        data=DataRef(path=str(Path(data).resolve()), fingerprint=data_fingerprint(evaluation.store.path)),
+        data=DataRef.of(data, evaluation.store),
         versions=versions(policy_dist),
     )

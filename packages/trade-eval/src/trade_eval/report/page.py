@@ -216,6 +216,7 @@ def run_view(run: Run) -> dict[str, Any]:
         "path": str(run.path),
         "policy": run.policy,
         "model": run.setting("model", str) or "",
+        "data": (run.setting("data", dict) or {}).get("description") or "",
         "base_url": run.setting("base_url", str) or "",
         "manifest_json": json.dumps(run.manifest, ensure_ascii=False, indent=1) if run.manifest else "",
         "planned": len(run.setting("dates", list) or []),

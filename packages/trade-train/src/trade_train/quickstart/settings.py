@@ -29,11 +29,11 @@ class QuickstartSettings(BaseModel):
     symbols: int = Field(
         16, ge=10, description="stocks of the synthetic market: its csi300 holds half, the pool every day draws from"
     )
-    steps: int = Field(24, ge=1, description="GRPO steps")
+    steps: int = Field(12, ge=1, description="GRPO steps")
     seed: int = Field(
         0, ge=0, description="seed of the market, tasks, weights and sampling: the same seed, the same numbers"
     )
-    days: int = Field(60, ge=2, description="held-out test days evaluated and backtested")
+    days: int = Field(20, ge=2, description="held-out test days evaluated and backtested")
     samples: int = Field(4, ge=1, description="samples of each held-out task per model")
     sft_steps: int = Field(600, ge=1, description="fine-tuning steps on the demonstrations")
     demonstrations: int = Field(189, ge=1, description="training days played as demonstrations for the fine-tune")
