@@ -68,6 +68,8 @@ INDEX = "SH000300"
 INDEX_ROW = "CSI300"
 COMPARED = ("hold", "equal-weight", "momentum")
 """The baselines every run's summary shows beside its policy."""
+ORACLE = "oracle-signal"
+"""Shown too where the dataset has a planted signal: the ceiling it allows."""
 LEFT_OPEN = "策略返回时交易日仍未结束"
 SEEDS = "seeds.json"
 """The spread over seeds that ``--seeds K`` writes in the parent of its ``seed-<s>`` run folders."""
@@ -290,9 +292,11 @@ def compare(backtest: Backtest, policy: Policy, settings: RunSettings, records: 
     (the baselines are played here: milliseconds a day)."""
     baselines = {cls.name: cls for cls in BASELINES}
     runs = {policy.name: records}
-    for name in COMPARED:
+    planted = backtest.store.planted_signal
+    for name in (*COMPARED, ORACLE) if planted else COMPARED:
         if name not in runs:
-            runs[name] = backtest.simulate(baselines[name](), RunSettings(seed=settings.seed))
+            options = {"signal": planted} if name == ORACLE else {}
+            runs[name] = backtest.simulate(baselines[name](), RunSettings(seed=settings.seed, options=options))
     dates = [str(d) for d in [backtest.base_date, *backtest.dates]]
     navs = {name: [backtest.initial_cash, *(r.nav for r in days)] for name, days in runs.items()}
     navs[INDEX_ROW] = backtest.index_nav()

@@ -1,0 +1,68 @@
+"""The quickstart report's words follow its numbers: the exploit clause, the flat-step warning, the seeds report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trade_train.quickstart.report import exploit_lesson, flat_steps, write_seeds_report
+from trade_train.quickstart.stages import STATE
+
+
+def _summary(share: float | None, interval: list[float] | None, reward: float = 0.0) -> dict:
+    return {"exploit_share": share, "exploit_share_ci": interval, "mean_reward": {"continuous": reward}}
+
+
+def test_the_exploit_clause_says_what_the_intervals_allow() -> None:
+    apart = {"trained": _summary(0.5, [0.4, 0.6]), "untrained": _summary(0.125, [0.05, 0.2])}
+    text = exploit_lesson(apart, 0.125)
+    assert "50% [40%, 60%]" in text and "12% [5%, 20%]" in text and "(a pick at random: 12%)" in text
+    assert "the intervals do not overlap: GRPO raised it 4.0x" in text
+    overlapping = {"trained": _summary(0.3, [0.12, 0.5]), "untrained": _summary(0.2, [0.11, 0.27])}
+    assert "the intervals overlap: this run cannot tell the two apart" in exploit_lesson(overlapping, None)
+    lower = {"trained": _summary(0.05, [0.0, 0.1]), "untrained": _summary(0.5, [0.4, 0.6])}
+    assert "GRPO lowered it" in exploit_lesson(lower, None)
+    nothing = {"trained": _summary(None, None), "untrained": _summary(0.2, [0.1, 0.3])}
+    assert exploit_lesson(nothing, None).startswith("The trained model accepted no buy")
+    with_oracle = {**apart, "oracle-signal": _summary(1.0, [1.0, 1.0], reward=0.244)}
+    assert "scores +0.244 a task: the ceiling of this market" in exploit_lesson(with_oracle, None)
+
+
+def test_steps_with_mostly_flat_groups_are_counted_with_their_reasons() -> None:
+    steps = [
+        {"step": 1, "trade/zero_variance_groups": 0.25},
+        {"step": 2, "trade/zero_variance_groups": 0.75, "trade/zero_variance/all_failed": 0.5,
+         "trade/zero_variance/identical": 0.25},
+        {"step": 3, "trade/zero_variance_groups": 1.0, "trade/zero_variance/all_failed": 1.0},
+    ]  # fmt: skip
+    assert flat_steps(steps) == (
+        "Warning: 2 of 3 steps had over half their groups without a reward difference (all failed, identical)."
+    )
+    assert flat_steps(steps[:1]) is None
+
+
+def _seed_run(folder: Path, difference: float, interval: list[float], before: float, after: float) -> Path:
+    metric = {"a": 0.1 + difference, "b": 0.1, "difference": difference, "ci": interval}
+    evaluate = {
+        "compare": {"metrics": {"continuous": metric}},
+        "summaries": {"trained": {"exploit_share": after}, "untrained": {"exploit_share": before}},
+    }
+    finished = {"grpo": {"seconds": 100.0, "result": {}}, "evaluate": {"seconds": 50.0, "result": evaluate}}
+    folder.mkdir(parents=True)
+    (folder / STATE).write_text(json.dumps({"settings": {}, "finished": finished}))
+    return folder
+
+
+def test_the_seeds_report_counts_the_seeds_its_rows_show(tmp_path: Path) -> None:
+    runs = {
+        0: _seed_run(tmp_path / "seed-0", 0.2, [0.1, 0.3], 0.1, 0.3),
+        1: _seed_run(tmp_path / "seed-1", 0.05, [-0.02, 0.12], 0.1, 0.15),
+        2: _seed_run(tmp_path / "seed-2", 0.1, [0.01, 0.2], 0.2, 0.4),
+    }
+    text = write_seeds_report(tmp_path, runs, "continuous").read_text()
+    assert "| 0 | +0.100 | +0.300 | +0.200 [+0.100, +0.300] | 10.0% | 30.0% | 150 |" in text
+    assert "| 1 | +0.100 | +0.150 | +0.050 [-0.020, +0.120] | 10.0% | 15.0% | 150 |" in text
+    assert "Mean difference +0.117 (sd 0.076 over 3 seeds)" in text
+    assert "In 2 of 3 seeds the trained model beats its untrained self" in text
+    assert "in 2 of 3 its exploit share at least doubled" in text
+    assert "[seed 0](seed-0/report.md)" in text
