@@ -18,8 +18,6 @@ HISTORY = 120
 """Trading days before the first task, for the tools' windows (60-day factors, 20-day momentum)."""
 SIDES = ("trained", "untrained")
 BASELINES = ("momentum", "equal-weight", "hold", "random")
-ORACLE = "oracle-signal"
-"""The ceiling beside the baselines where the market has a planted signal."""
 BACKTEST_POOL = 10
 COMMAND = ["trade", "quickstart"]
 
@@ -135,6 +133,8 @@ def _local(ctx: Context, side: str, store: MarketStore) -> tuple[str, Any]:
 
 def baselines(store: MarketStore) -> tuple[str, ...]:
     """The baselines played beside the models: the oracle too where the market has a planted signal."""
+    from trade_eval.backtest import ORACLE
+
     return (*BASELINES, ORACLE) if store.planted_signal else BASELINES
 
 
