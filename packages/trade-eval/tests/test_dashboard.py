@@ -27,7 +27,7 @@ from markupsafe import escape
 
 from trade_data.store import MarketStore
 from trade_eval.backtest import Backtest, new_manifest, run_backtest
-from trade_eval.dashboard.app import make_app
+from trade_eval.dashboard.app import LOOPBACK_HOSTS, allowed_hosts, make_app
 from trade_eval.dashboard.lines import LineIndex
 from trade_eval.policies.baselines import Hold
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
@@ -118,9 +118,9 @@ def root(real_store: MarketStore, real_dataset: Path, tmp_path_factory: pytest.T
 class Served:
     """The dashboard's app on a real socket on 127.0.0.1, in a thread with its own event loop."""
 
-    def __init__(self, root: Path, data: Path | None = None) -> None:
+    def __init__(self, root: Path, data: Path | None = None, hosts: frozenset[str] = LOOPBACK_HOSTS) -> None:
         self.loop = asyncio.new_event_loop()
-        self.runner = web.AppRunner(make_app(root, data))
+        self.runner = web.AppRunner(make_app(root, data, hosts))
         ready = threading.Event()
 
         async def start() -> None:
@@ -142,12 +142,15 @@ class Served:
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode("utf-8", "replace")
 
-    def raw(self, target: str) -> int:
-        """The status for a request line sent as written (no client normalises ``..`` or ``%2e``)."""
+    def raw(self, target: str, head: str = "Host: 127.0.0.1", method: str = "GET", body: bytes = b"") -> int:
+        """The status for a request sent as written (no client normalises ``..`` or ``%2e``, or sets the Host)."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=10) as sock:
-            sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-            head = sock.recv(200).decode("latin-1")
-        return int(head.split()[1])
+            lines = [f"{method} {target} HTTP/1.1", *filter(None, head.split("\n")), "Connection: close"]
+            if body:
+                lines += ["Content-Type: application/x-www-form-urlencoded", f"Content-Length: {len(body)}"]
+            sock.sendall("\r\n".join([*lines, "", ""]).encode() + body)
+            answer = sock.recv(200).decode("latin-1")
+        return int(answer.split()[1])
 
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(20)
@@ -412,6 +415,29 @@ def test_another_site_cannot_start_a_play(server: Served, root: Path) -> None:
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == 403
     assert (sorted((root / "plays").glob("*")) if (root / "plays").is_dir() else []) == plays
+
+
+def test_a_name_that_is_not_the_dashboards_is_refused(server: Served, root: Path, tmp_path: Path) -> None:
+    """DNS rebinding: another site's name resolved to 127.0.0.1 makes its page same-origin to the browser, so
+    only the Host header tells its requests apart; the bound address, localhost and --allow-host names pass."""
+    plays = sorted((root / "plays").glob("*")) if (root / "plays").is_dir() else []
+    form = urllib.parse.urlencode({"date": "2025-06-23", "policy": "hold"}).encode()
+    rebound = f"Host: evil.example:{server.port}\nOrigin: http://evil.example:{server.port}"
+    assert server.raw("/play", rebound, method="POST", body=form) == 403
+    assert server.raw("/", f"Host: evil.example:{server.port}") == 403
+    assert server.raw("/run?run=hold", "Host: localhost.evil.example") == 403
+    assert server.raw("/", "") == 400  # no Host at all
+    assert (sorted((root / "plays").glob("*")) if (root / "plays").is_dir() else []) == plays
+    for name in ("127.0.0.1", "localhost", "[::1]", "LOCALHOST"):
+        assert server.raw("/", f"Host: {name}:{server.port}") == 200, name
+    served = Served(root, hosts=allowed_hosts("0.0.0.0", ["research-box"]))
+    try:
+        assert served.raw("/", "Host: research-box:8501") == 200
+        assert served.raw("/", "Host: 127.0.0.1") == 200
+        assert served.raw("/", "Host: other-box") == 403
+    finally:
+        served.close()
+    assert allowed_hosts("10.0.0.5") == {"10.0.0.5"}  # bound to one interface: only that address
 
 
 def test_the_command_binds_to_localhost_by_default(root: Path) -> None:

@@ -8,13 +8,16 @@ other name is a 404, so no request reaches a path the listing did not find.
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import jinja2
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from trade_core.errors import TradeError
 from trade_eval.dashboard import views
@@ -28,6 +31,9 @@ from trade_eval.runfolder import DAYS, DayRecord
 from trade_eval.tasks_eval import EPISODES
 
 ROOT, STATES, PLAYS = web.AppKey("root", Path), web.AppKey("states", States), web.AppKey("plays", Plays)
+HOSTS = web.AppKey("hosts", frozenset)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+"""Names a browser on this machine reaches a loopback or all-interfaces bind under."""
 
 _ENV = jinja2.Environment(
     loader=jinja2.ChoiceLoader([
@@ -191,9 +197,45 @@ async def play_live(request: web.Request) -> web.Response:
     return web.json_response(play.live())
 
 
-def make_app(root: Path, data: Path | None = None) -> web.Application:
-    """The dashboard over the run folders under ``root`` (plays need ``data``, a dataset folder)."""
-    app = web.Application()
+def allowed_hosts(host: str, allow: Sequence[str] = ()) -> frozenset[str]:
+    """The host names requests may carry: the bound address, the loopback names when it is a loopback or
+    all-interfaces address, and the names ``allow`` adds (``--allow-host``)."""
+    bound = host.strip("[]").lower()
+    names = {bound, *(name.lower() for name in allow)}
+    try:
+        local = ipaddress.ip_address(bound).is_loopback or ipaddress.ip_address(bound).is_unspecified
+    except ValueError:
+        local = bound in ("", "localhost")
+    return frozenset(names | set(LOOPBACK) if local else names)
+
+
+LOOPBACK_HOSTS = allowed_hosts("127.0.0.1")
+
+
+@web.middleware
+async def known_host(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse a Host header that is not one of the dashboard's own names. A page of another site can make its
+    name resolve to this machine (DNS rebinding): its requests are then same-origin to the browser, and only
+    the name they carry tells them apart."""
+    header = request.headers.get("Host")
+    if not header:
+        raise web.HTTPBadRequest(text="a request needs a Host header")
+    try:
+        name = urlsplit(f"//{header}").hostname or ""
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"bad Host header {header!r}") from None
+    if name not in request.app[HOSTS]:
+        known = ", ".join(sorted(request.app[HOSTS]))
+        refusal = f"Host {name!r} is not this dashboard's address ({known}); to serve that name: --allow-host {name}"
+        raise web.HTTPForbidden(text=refusal)
+    return await handler(request)
+
+
+def make_app(root: Path, data: Path | None = None, hosts: frozenset[str] = LOOPBACK_HOSTS) -> web.Application:
+    """The dashboard over the run folders under ``root`` (plays need ``data``, a dataset folder), answering
+    requests addressed to ``hosts`` (:func:`allowed_hosts`) only."""
+    app = web.Application(middlewares=[known_host])
+    app[HOSTS] = hosts
     app[ROOT] = Path(root).resolve()
     app[STATES] = States(app[ROOT])
     app[PLAYS] = Plays(app[ROOT], data)
