@@ -1,9 +1,14 @@
-"""Helpers for trade-eval's tests: backtests on the real data and a user's policy package on a site folder."""
+"""Helpers for trade-eval's tests: backtests on the real data, a user's policy package on a site folder and
+a run folder's writer lock held by another process."""
 
 from __future__ import annotations
 
 import datetime as dt
 import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,3 +57,37 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     made = run_trade("model", "tiny", "--out", str(out), "--sft-steps", str(SFT_STEPS), timeout=TUNE_S)
     assert made.code == 0, made.err
     return out
+
+
+HOLD = """
+import os, signal, sys
+from pathlib import Path
+from trade_eval.runfolder import writer_lock
+with writer_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    if sys.argv[2] == "die":
+        os.kill(os.getpid(), signal.SIGKILL)
+    sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def lock_holder() -> Callable[..., AbstractContextManager[subprocess.Popen]]:
+    """``with lock_holder(out) as holder:`` another process holds ``out``'s writer lock until the block ends;
+    ``die=True``: it is SIGKILLed while holding it, as a crashed run would be."""
+
+    @contextmanager
+    def hold(out: Path, *, die: bool = False) -> Iterator[subprocess.Popen]:
+        argv = [sys.executable, "-c", HOLD, str(out), "die" if die else "wait"]
+        holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            if die:
+                assert holder.wait(timeout=60) == -9
+            yield holder
+        finally:
+            if holder.stdin is not None:
+                holder.stdin.close()
+            holder.wait(timeout=60)
+
+    return hold

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from trade_core.testing import run_trade
-from trade_eval.runfolder import DAYS, MANIFEST, SUMMARY, TRAJECTORIES
+from trade_eval.runfolder import DAYS, LOCK, MANIFEST, SUMMARY, TRAJECTORIES
 
 WINDOW = ("--start-date", "2025-06-20", "--initial-cash", "1000000")
 
@@ -64,6 +64,26 @@ def test_a_killed_run_resumes_to_the_nav_series_of_an_uninterrupted_one(
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["versions"]["trade-eval-testpolicy"] == "0.1.0" and manifest["policy"] == "test-random"
     assert "test-random" in resumed.out and "CSI300" in resumed.out
+
+
+def test_a_second_writer_of_a_run_folder_is_refused_and_a_dead_writers_lock_is_taken_over(
+    real_dataset: Path, tmp_path: Path, lock_holder
+) -> None:
+    """Two writers of one --out (a --resume while the run still goes) appended their lines among each other's."""
+    out = tmp_path / "run"
+    args = ["eval", "backtest", "--policy", "hold", *WINDOW, "--num-days", "2", "--data", str(real_dataset)]
+    args += ["--pool-size", "5", "--out", str(out)]
+    with lock_holder(out) as holder:
+        refused = run_trade(*args)
+        assert refused.code == 2 and len(refused.err.strip().splitlines()) == 1, refused.err
+        assert refused.err.startswith(f"error: {out} is being written by process {holder.pid} (wait for it")
+        assert sorted(p.name for p in out.iterdir()) == [LOCK]
+    assert not out.exists()  # released: the lock file gone, with the folder its holder made
+    with lock_holder(out, die=True) as dead:
+        assert (out / LOCK).read_text().strip() == str(dead.pid)
+        taken = run_trade(*args)
+    assert taken.code == 0, taken.err
+    assert len(_lines(out / DAYS)) == 2 and not (out / LOCK).exists()
 
 
 @pytest.mark.parametrize(

@@ -146,6 +146,19 @@ def test_resume_skips_the_finished_episodes(tasks_folder: Path, real_store: Mark
     assert json.loads((out / MANIFEST).read_text())["tasks"]["count"] == 3
 
 
+def test_a_resume_while_the_run_is_written_is_refused(
+    tasks_folder: Path, real_store: MarketStore, tmp_path: Path, lock_holder
+) -> None:
+    """A second writer appended its episodes among the first's: 87 lines for 64 episodes."""
+    out = tmp_path / "run"
+    _run(tasks_folder, real_store, out, "momentum", limit=2)
+    before = (out / EPISODES).read_bytes()
+    with lock_holder(out) as holder, pytest.raises(TradeError, match=f"being written by process {holder.pid} "):
+        _run(tasks_folder, real_store, out, "momentum", limit=3, resume=True)
+    assert (out / EPISODES).read_bytes() == before
+    assert _run(tasks_folder, real_store, out, "momentum", limit=2, resume=True)["episodes"] == 2
+
+
 def test_the_episodes_of_a_run_share_their_connections(
     tasks_folder: Path, real_store: MarketStore, tmp_path: Path
 ) -> None:

@@ -2,11 +2,13 @@
 
 Every writer in trade-agent (plans, manifests, trajectories, task folders) goes through here, so two
 writers of one path never share a temporary name and a killed writer leaves only a hidden ``.NAME.tmp-*``.
+Writers that must not run two at a time (a dataset's import, a run folder's appends) hold a :func:`lock_file`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import uuid
 from collections.abc import Iterator
@@ -42,3 +44,23 @@ def atomic_write(path: Path | str, content: str | bytes) -> Path:
     with atomic_open(path, "wb" if isinstance(content, bytes) else "w") as handle:
         handle.write(content)
     return Path(path)
+
+
+def lock_file(path: Path | str, *, wait: bool = True) -> int:
+    """A descriptor holding an ``flock`` on the file now at ``path`` (created if missing); close it to release.
+
+    The kernel frees the lock when its process ends, however it ends, so a killed holder's lock is simply
+    taken. A holder may remove the file on release: whoever waited on it then locks the file there now.
+    Without ``wait`` a held lock raises :class:`BlockingIOError`.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BaseException:
+            os.close(fd)
+            raise
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        os.close(fd)  # we locked a file its holder removed on release: lock the one there now

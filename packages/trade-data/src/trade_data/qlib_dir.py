@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import glob
 import os
 import re
@@ -27,6 +26,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
+from trade_core.files import lock_file
 from trade_data.errors import DatasetError, DataValidationError
 from trade_data.table import stored_values, validate_table
 
@@ -230,21 +230,6 @@ def _lock_path(out: Path) -> Path:
     return out.parent / f".{out.name}.lock"
 
 
-def _locked(path: Path, wait: bool) -> int:
-    """A descriptor holding an ``flock`` on the file now at ``path`` (a releasing holder removes the file)."""
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BaseException:
-            os.close(fd)
-            raise
-        with contextlib.suppress(FileNotFoundError):
-            if os.stat(path).st_ino == os.fstat(fd).st_ino:
-                return fd
-        os.close(fd)  # we waited on a file its holder removed on release: lock the one there now
-
-
 @contextlib.contextmanager
 def dataset_lock(out: Path, *, wait: bool = True) -> Iterator[None]:
     """Hold ``out``'s writer lock: an ``flock`` on ``.NAME.lock`` beside it, freed by the kernel if the writer dies.
@@ -260,7 +245,7 @@ def dataset_lock(out: Path, *, wait: bool = True) -> Iterator[None]:
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     path = _lock_path(out)
-    fd = _locked(path, wait)
+    fd = lock_file(path, wait=wait)
     _held.paths.add(out)
     try:
         _settle_locked(out)

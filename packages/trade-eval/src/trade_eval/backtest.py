@@ -52,6 +52,7 @@ from trade_eval.runfolder import (
     finished_days,
     read_manifest,
     write_json,
+    writer_lock,
 )
 from trade_eval.uncertainty import Bootstrap, intervals
 from trade_reward.forward import HORIZON, ground_truth
@@ -329,11 +330,12 @@ def run_backtest(
 ) -> dict[str, Any]:
     """Play the run into ``out`` (or continue it with ``resume``) and write summary.json; returns it."""
     out = Path(out)
-    records = open_run(out, manifest, resume=resume)
-    log.info("backtest.start", out=str(out), policy=policy.name, days=len(manifest.dates), done=len(records))
-    play_into(out, backtest, policy, settings, records, progress=progress)
-    summary = compare(backtest, policy, settings, records, conventions or Conventions())
-    write_json(out / SUMMARY, summary)
+    with writer_lock(out):
+        records = open_run(out, manifest, resume=resume)
+        log.info("backtest.start", out=str(out), policy=policy.name, days=len(manifest.dates), done=len(records))
+        play_into(out, backtest, policy, settings, records, progress=progress)
+        summary = compare(backtest, policy, settings, records, conventions or Conventions())
+        write_json(out / SUMMARY, summary)
     failed = sum(r.status == "failed" for r in records)
     log.info("backtest.done", out=str(out), days=len(records), failed=failed, nav=records[-1].nav)
     return summary

@@ -3,23 +3,25 @@
 The JSONL files grow one whole line at a time (one write, flushed; fsynced at once by :func:`append_line`, or
 in groups by an :class:`Appender`), the trajectory of a day before its :class:`DayRecord`, so a killed run
 leaves at most one partial last line and trajectories whose day has no record: :func:`finished_days` reads
-what a resume can trust and cuts the rest away.
+what a resume can trust and cuts the rest away. One process writes a folder at a time (:func:`writer_lock`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from trade_core.errors import TradeError, error_line
-from trade_core.files import atomic_write
+from trade_core.files import atomic_write, lock_file
 from trade_data.qlib_dir import META_FILE
 from trade_data.signals import describe_dataset
 from trade_tools.rules import ExecutionRules
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from trade_data.store import MarketStore
 
 MANIFEST, DAYS, TRAJECTORIES, SUMMARY = "manifest.json", "days.jsonl", "trajectories.jsonl", "summary.json"
+LOCK = ".writer.lock"
+"""Held by the process writing the folder; holds its pid."""
 FORMAT = 1
 
 
@@ -238,3 +242,31 @@ def trajectory_id_of(line: str) -> str | None:
     except json.JSONDecodeError:
         return None
     return found.get("id") if isinstance(found, dict) else None
+
+
+@contextlib.contextmanager
+def writer_lock(out: Path) -> Iterator[None]:
+    """Hold ``out`` for this process's writes, creating the folder: a second writer (a ``--resume`` while the
+    run still goes) would append its lines among the first's. The lock is an ``flock`` on ``out/.writer.lock``,
+    which the kernel frees when the holder dies (a killed run's lock is taken over by the next); the file
+    holds the holder's pid for the refusal, and is removed on release, with ``out`` if this made it and it
+    is still empty (a refused ``--resume`` of a folder that does not exist leaves nothing)."""
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK
+    try:
+        fd = lock_file(path, wait=False)
+    except BlockingIOError:
+        holder = path.read_text(encoding="utf-8", errors="replace").strip() or "?"
+        hint = "wait for it to end, or stop it, then --resume"
+        raise TradeError(f"{out} is being written by process {holder}", hint=hint) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+        if made:
+            with contextlib.suppress(OSError):
+                out.rmdir()

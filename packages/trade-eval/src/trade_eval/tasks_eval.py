@@ -49,6 +49,7 @@ from trade_eval.runfolder import (
     read_lines,
     trajectory_id_of,
     write_json,
+    writer_lock,
 )
 from trade_eval.uncertainty import Bootstrap, Clusters
 from trade_reward.outcome import DEFAULT_WEIGHTS, MALFORMED, Outcome, outcome
@@ -410,10 +411,29 @@ def run_tasks(evaluation: TasksEval, policy: Policy, settings: RunSettings, out:
               servers: Sequence[str] = (), concurrency: int = 64, resume: bool = False,
               progress: bool = True) -> dict[str, Any]:  # fmt: skip
     """Play every (task, sample) not yet in ``out`` and write summary.json; returns it."""
+    out = Path(out)
+    with writer_lock(out):
+        records = open_run(out, manifest, resume=resume)
+        play_into(evaluation, policy, settings, out, records, servers, concurrency, progress)
+        summary = summarize(records, [s.name for s in evaluation.schemes])
+        write_json(out / SUMMARY, summary)
+    return summary
+
+
+def play_into(
+    evaluation: TasksEval,
+    policy: Policy,
+    settings: RunSettings,
+    out: Path,
+    records: list[EpisodeRecord],
+    servers: Sequence[str],
+    concurrency: int,
+    progress: bool,
+) -> None:
+    """Play the (task, sample) pairs ``records`` lacks, each episode's trajectory and record appended to ``out``
+    (and the record to ``records``) as it finishes."""
     from tqdm import tqdm
 
-    out = Path(out)
-    records = open_run(out, manifest, resume=resume)
     pending = evaluation.pending(records)
     first = evaluation.schemes[0].name
     total = len(evaluation.records) * evaluation.samples
@@ -439,9 +459,6 @@ def run_tasks(evaluation: TasksEval, policy: Policy, settings: RunSettings, out:
 
     with bar, Appender() as appender:
         asyncio.run(play(appender))
-    summary = summarize(records, [s.name for s in evaluation.schemes])
-    write_json(out / SUMMARY, summary)
-    return summary
 
 
 def new_manifest(evaluation: TasksEval, policy_name: str, settings: RunSettings, *, command: list[str],
