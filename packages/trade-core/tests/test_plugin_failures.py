@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,7 +18,16 @@ from trade_core.plugins import TradePluginManager, get_manager, load_entry_point
 from trade_core.registry import collect, register_hooks
 from trade_core.testing import TradeRun, inline_plugin, run_trade
 
-FAULTY = ("faulty-argname", "faulty-commands", "faulty-exit", "faulty-nonsense", "faulty-tools", "faulty-type")
+FAULTY = (
+    "faulty-argname",
+    "faulty-commands",
+    "faulty-duplicate-tool",
+    "faulty-exit",
+    "faulty-hook-exit",
+    "faulty-nonsense",
+    "faulty-tools",
+    "faulty-type",
+)
 """The entry points of tests/fixtures/trade-plugin-faulty, one per way of breaking."""
 with_packages = pytest.mark.skipif(
     importlib.util.find_spec("trade_tools") is None, reason="breaks hooks of trade-tools and trade-data"
@@ -79,6 +89,41 @@ def test_sys_exit_at_import_is_a_load_failure_not_the_exit_status(installed_plug
         [{"hook": None, "cause": "SystemExit: 3"}],
     )
     assert _faulty(installed_plugins, "faulty-exit", "--help").code == 0
+
+
+@with_packages
+def test_sys_exit_in_register_hooks_is_a_failure_not_the_exit_status(installed_plugins: Path) -> None:
+    line = "plugin 'faulty-hook-exit' from trade-plugin-faulty 0.2.0 failed in trade_register_{}: SystemExit: {}"
+    listing = _faulty(installed_plugins, "faulty-hook-exit", "plugins", "--json")
+    assert _errors(listing) == [line.format("commands", 4), line.format("tools", 5)]
+    assert _listed(listing)["faulty-hook-exit"]["failures"] == [
+        {"hook": "trade_register_commands", "cause": "SystemExit: 4"},
+        {"hook": "trade_register_tools", "cause": "SystemExit: 5"},
+    ]
+    run = _faulty(installed_plugins, "faulty-hook-exit", "tools", "list")
+    assert run.code == 0 and run.out.count("  [trade-tools]") == 4
+    assert _errors(run) == [line.format("commands", 4), line.format("tools", 5)]
+
+
+@with_packages
+def test_a_tool_name_two_plugins_register_is_listed_and_refused_naming_both(installed_plugins: Path) -> None:
+    clash = (
+        "'get_price_data' is registered twice: by plugin 'faulty-duplicate-tool' (trade-plugin-faulty) "
+        "and by plugin 'tools' (trade-tools)"
+    )
+    listing = _faulty(installed_plugins, "faulty-duplicate-tool", "plugins", "--json")
+    assert _errors(listing) == []
+    rows = _listed(listing)
+    for name in ("faulty-duplicate-tool", "tools"):
+        assert rows[name]["status"] == "conflict"
+        assert rows[name]["conflicts"] == [{"hook": "trade_register_tools", "cause": clash}]
+        assert "get_price_data" in rows[name]["hooks"]["trade_register_tools"]
+    text = _faulty(installed_plugins, "faulty-duplicate-tool", "plugins")
+    assert f"    trade_register_tools CONFLICT: {clash}\n" in text.out
+    assert _faulty(installed_plugins, "faulty-duplicate-tool", "--help").code == 0
+    run = _faulty(installed_plugins, "faulty-duplicate-tool", "tools", "list")
+    assert (run.code, run.out) == (2, "")
+    assert run.err == f"error: tool {clash} (uninstall one of them or disable it with TRADE_DISABLE_PLUGINS)\n"
 
 
 def test_a_hook_no_plugin_defines_unregisters_only_that_plugin(installed_plugins: Path) -> None:
@@ -154,31 +199,42 @@ def loaded() -> TradePluginManager:
 
 
 class _Raising:
-    """An inline plugin whose ``hook`` registers an item, then raises."""
+    """An inline plugin whose ``hook`` registers an item, then raises ``error("broken on purpose")``."""
 
-    def __init__(self, hook: str) -> None:
+    def __init__(self, hook: str, error: type[BaseException] = ValueError) -> None:
         def half_registered(register: Any) -> None:
             register(SimpleNamespace(name="half"))
-            raise ValueError("broken on purpose")
+            raise error("broken on purpose")
 
         setattr(self, hook, hookimpl(half_registered))
 
 
+@pytest.mark.parametrize("error", [ValueError, SystemExit, KeyboardInterrupt])  # a plugin's own, not a Ctrl-C
 @pytest.mark.parametrize("hook", register_hooks(get_manager()))
-def test_a_plugin_raising_in_any_register_hook_is_skipped_and_named_once(loaded: TradePluginManager, hook: str) -> None:
+def test_a_plugin_raising_in_any_register_hook_is_skipped_and_named_once(
+    loaded: TradePluginManager, hook: str, error: type[BaseException]
+) -> None:
     def origins() -> dict[str, str]:
-        return {name: provided.origin.name for name, provided in collect(loaded, hook, hook).items()}
+        return {name: provided.origin.name for name, provided in collect(loaded, hook).items.items()}
 
     healthy = origins()
-    with inline_plugin(loaded, _Raising(hook), "raising"), structlog.testing.capture_logs() as logs:
+    with inline_plugin(loaded, _Raising(hook, error), "raising"), structlog.testing.capture_logs() as logs:
         assert origins() == healthy  # "half" was registered before the raise, and is dropped
         assert origins() == healthy
-    assert [(f.origin.name, f.hook, f.cause) for f in loaded.failures] == [
-        ("raising", hook, "ValueError: broken on purpose")
-    ]
-    assert [log["event"] for log in logs] == [
-        f"plugin 'raising' from (inline) failed in {hook}: ValueError: broken on purpose"
-    ]
+    cause = f"{error.__name__}: broken on purpose"
+    assert [(f.origin.name, f.hook, f.cause) for f in loaded.failures] == [("raising", hook, cause)]
+    assert [log["event"] for log in logs] == [f"plugin 'raising' from (inline) failed in {hook}: {cause}"]
+
+
+def test_the_users_ctrl_c_during_a_register_hook_still_interrupts(loaded: TradePluginManager) -> None:
+    class Interrupted:
+        @hookimpl
+        def trade_register_commands(self, register: Any) -> None:
+            signal.raise_signal(signal.SIGINT)  # as the terminal sends it; the handler runs before this returns
+
+    with inline_plugin(loaded, Interrupted(), "interrupted"), pytest.raises(KeyboardInterrupt):
+        collect(loaded, "trade_register_commands")
+    assert loaded.failures == [] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_strict_mode_raises_naming_the_plugin_inline(
@@ -186,6 +242,6 @@ def test_strict_mode_raises_naming_the_plugin_inline(
 ) -> None:
     monkeypatch.setenv("TRADE_STRICT_PLUGINS", "1")
     with inline_plugin(loaded, _Raising("trade_register_commands"), "raising"), pytest.raises(PluginError) as error:
-        collect(loaded, "trade_register_commands", "command")
+        collect(loaded, "trade_register_commands")
     assert str(error.value).startswith("plugin 'raising' from (inline) failed in trade_register_commands: ")
     assert not loaded.failures

@@ -15,7 +15,7 @@ from trade_core import hookimpl
 from trade_core.errors import PluginError
 from trade_core.hookspecs import hookspec
 from trade_core.plugins import TradePluginManager, get_manager
-from trade_core.registry import collect
+from trade_core.registry import Registry
 from trade_core.testing import inline_plugin, run_trade
 
 
@@ -51,13 +51,25 @@ def test_third_party_plugin_is_listed_and_its_command_runs(installed_plugins: Pa
     assert "trade-plugin-hello-0.3.0" in run_trade("--version", env=env).out
 
 
-def test_two_plugins_registering_one_name_is_an_error_naming_both(installed_plugins: Path) -> None:
-    run = run_trade("plugins", env=_with(installed_plugins, "trade-plugin-hello", "trade-plugin-clash"))
-    assert run.code == 2
-    lines = run.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in run.err
-    assert "command 'hello' is registered twice" in lines[0]
-    assert "trade-plugin-clash" in lines[0] and "trade-plugin-hello" in lines[0]
+def test_a_command_name_two_plugins_register_is_listed_and_refused_naming_both(installed_plugins: Path) -> None:
+    env = _with(installed_plugins, "trade-plugin-hello", "trade-plugin-clash")
+    clash = (
+        "'hello' is registered twice: by plugin 'clash' (trade-plugin-clash) and by plugin 'hello' (trade-plugin-hello)"
+    )
+    for args in (["hello"], ["hello", "--name", "x"], ["hello", "--help"]):
+        run = run_trade(*args, env=env)
+        assert (run.code, run.out) == (2, "")
+        assert run.err == f"error: command {clash} (uninstall one of them or disable it with TRADE_DISABLE_PLUGINS)\n"
+    listing = run_trade("plugins", "--json", env=env)
+    assert listing.code == 0 and listing.err == ""
+    rows = {p["name"]: p for p in json.loads(listing.out)["plugins"]}
+    for name in ("clash", "hello"):
+        assert (rows[name]["status"], rows[name]["hooks"]) == ("conflict", {"trade_register_commands": ["hello"]})
+        assert rows[name]["conflicts"] == [{"hook": "trade_register_commands", "cause": clash}]
+    help_ = run_trade("--help", env=env)
+    assert help_.code == 0 and help_.err == ""
+    assert "  hello       REFUSED: registered by two plugins (trade-plugin-clash and" in help_.out
+    assert "  plugins     List installed plugins" in help_.out
 
 
 def test_a_plugin_that_fails_to_import_is_one_line_and_skipped(installed_plugins: Path) -> None:
@@ -104,7 +116,7 @@ def test_unknown_command_of_a_disabled_plugin_is_reported_by_click(installed_plu
     assert run.code == 2 and "No such command 'hello'" in run.err
 
 
-def test_collect_attributes_items_and_refuses_duplicates_inline(plugin_manager) -> None:  # type: ignore[no-untyped-def]
+def test_collect_attributes_items_and_sets_a_clashing_name_aside_inline(plugin_manager: TradePluginManager) -> None:
     class First:
         @hookimpl
         def trade_register_commands(self, register):  # type: ignore[no-untyped-def]
@@ -116,13 +128,18 @@ def test_collect_attributes_items_and_refuses_duplicates_inline(plugin_manager) 
         def trade_register_commands(self, register):  # type: ignore[no-untyped-def]
             register(click.Command("same"))
 
+    commands = Registry("trade_register_commands", "command", click.Command)
     with inline_plugin(plugin_manager, First(), "first"):
-        found = collect(plugin_manager, "trade_register_commands", "command")
+        found = commands.provided(plugin_manager)
         assert {n: p.origin.name for n, p in found.items()} == {"same": "first", "only-first": "first"}
-        with inline_plugin(plugin_manager, Second(), "second"), pytest.raises(PluginError) as error:
-            collect(plugin_manager, "trade_register_commands", "command")
-    assert "plugin 'first'" in str(error.value) and "plugin 'second'" in str(error.value)
-    assert collect(plugin_manager, "trade_register_commands", "command") == {}
+        with inline_plugin(plugin_manager, Second(), "second"):
+            collected = commands.collected(plugin_manager)
+            assert list(collected.items) == ["only-first"]
+            [clash] = collected.clashes
+            assert (clash.name, clash.first.origin.name, clash.second.origin.name) == ("same", "first", "second")
+            with pytest.raises(PluginError, match=r"^command 'same' is registered twice: by plugin 'first'"):
+                commands.provided(plugin_manager)
+    assert commands.provided(plugin_manager) == {}
 
 
 def test_log_json_switch_changes_the_renderer(installed_plugins: Path) -> None:

@@ -12,7 +12,7 @@ from trade_core import env
 from trade_core.errors import TradeError
 from trade_core.logging import configure_logging
 from trade_core.plugins import TradePluginManager, get_manager
-from trade_core.registry import Registry
+from trade_core.registry import Clash, Registry
 
 COMMANDS = Registry("trade_register_commands", "command", click.Command)
 
@@ -70,9 +70,30 @@ def build_cli(manager: TradePluginManager) -> click.Group:
         """
         configure_logging(json=log_json, level=log_level)
 
-    for command in COMMANDS.all(manager).values():
-        trade.add_command(command)
+    collected = COMMANDS.collected(manager)
+    for provided in collected.items.values():
+        trade.add_command(provided.item)
+    for clash in collected.clashes:
+        trade.add_command(_refused(clash))
     return trade
+
+
+def _refused(clash: Clash) -> click.Command:
+    """Stands in for a command name two plugins registered: ``--help`` shows the clash, running it refuses."""
+    error = clash.error(COMMANDS.kind)
+
+    def refuse() -> None:
+        raise error
+
+    dists = " and ".join(sorted({clash.first.origin.dist, clash.second.origin.dist}))
+    return click.Command(
+        clash.name,
+        callback=refuse,
+        help=error.one_line(),
+        short_help=f"REFUSED: registered by two plugins ({dists}); see `trade plugins`.",
+        add_help_option=False,  # `--help` refuses too: neither plugin's help would be the right one
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

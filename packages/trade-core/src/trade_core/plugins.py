@@ -10,8 +10,12 @@ from __future__ import annotations
 import functools
 import importlib.metadata as md
 import os
-from collections.abc import Iterable
+import signal
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import pluggy
@@ -58,7 +62,7 @@ class TradePluginManager:
     pm: pluggy.PluginManager
     origins: dict[str, PluginOrigin] = field(default_factory=dict)
     failures: list[PluginFailure] = field(default_factory=list)
-    collected: dict[str, dict[str, Any]] = field(default_factory=dict)
+    collected: dict[str, Any] = field(default_factory=dict)
     """Each registry's items by hook name (:class:`~trade_core.registry.Registry`); emptied when plugins change."""
 
     @property
@@ -92,6 +96,44 @@ class TradePluginManager:
             raise PluginError(failure.one_line(), hint=hint) from error
         self.failures.append(failure)
         log.error(failure.one_line())
+
+
+@dataclass
+class Caught:
+    """What plugin code run under :func:`plugin_code` raised, if anything."""
+
+    error: BaseException | None = None
+
+
+@contextmanager
+def plugin_code() -> Iterator[Caught]:
+    """Run a plugin's code so that whatever it raises is caught as its failure, not the end of the process.
+
+    That includes ``sys.exit`` and a KeyboardInterrupt the plugin raises itself; the user's Ctrl-C still
+    interrupts. Python's SIGINT handler is wrapped meanwhile to tell the two apart; where someone else's
+    handler is in place, a KeyboardInterrupt in the main thread is taken for the user's.
+    """
+    caught = Caught()
+    sigints: list[int] = []
+
+    def counted(signum: int, frame: FrameType | None) -> None:
+        sigints.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    main = threading.current_thread() is threading.main_thread()  # the only thread a Ctrl-C reaches
+    wrapped = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if wrapped:
+        signal.signal(signal.SIGINT, counted)
+    try:
+        yield caught
+    except (Exception, SystemExit, KeyboardInterrupt) as error:
+        users = bool(sigints) if wrapped else main
+        if isinstance(error, KeyboardInterrupt) and users:
+            raise
+        caught.error = error
+    finally:
+        if wrapped:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _pluggy() -> pluggy.PluginManager:
@@ -143,10 +185,10 @@ def load_entry_points(manager: TradePluginManager, entry_points: Iterable[md.Ent
         ):
             continue
         origin = PluginOrigin(ep.name, *_distribution(ep), ep.value)
-        try:
+        with plugin_code() as caught:
             imported.append((ep.load(), origin))
-        except (Exception, SystemExit) as exc:  # a broken third-party plugin must not take the CLI down
-            manager.fail(origin, exc)
+        if caught.error is not None:
+            manager.fail(origin, caught.error)
     _register_all(manager, imported)
 
 
@@ -170,15 +212,15 @@ def _register_all(manager: TradePluginManager, plugins: list[tuple[object, Plugi
 
 def _refusal(
     manager: TradePluginManager, plugins: list[tuple[object, PluginOrigin]]
-) -> tuple[object, Exception] | None:
+) -> tuple[object, BaseException] | None:
     """Register ``plugins`` until pluggy refuses one: that plugin and why, or None when all are in."""
     for plugin, origin in plugins:
-        try:
+        with plugin_code() as caught:  # its trade_addhooks may raise, or the module be registered already
             manager.register(plugin, origin.name, origin)
-        except pluggy.PluginValidationError as exc:
-            return exc.plugin, exc
-        except Exception as exc:  # its trade_addhooks raised, or the module is already registered
-            return plugin, exc
+        if isinstance(caught.error, pluggy.PluginValidationError):
+            return caught.error.plugin, caught.error
+        if caught.error is not None:
+            return plugin, caught.error
     try:
         manager.pm.check_pending()
     except pluggy.PluginValidationError as exc:  # a hook no loaded plugin defines

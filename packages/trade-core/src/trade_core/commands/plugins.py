@@ -1,4 +1,4 @@
-"""``trade plugins``: what is installed and what each plugin provides, per hook, and which plugins failed."""
+"""``trade plugins``: what is installed and what each plugin provides, per hook, which failed and which clash."""
 
 from __future__ import annotations
 
@@ -14,24 +14,35 @@ from trade_core.registry import collect, register_hooks
 
 
 def describe_plugins(manager: TradePluginManager) -> list[dict[str, Any]]:
-    """Every plugin, loaded or failed, with its distribution, version, module, status and named items per hook."""
-    provided: dict[str, dict[str, list[str]]] = {}
+    """Every plugin, loaded or failed, with its distribution, version, module, status and named items per hook.
+
+    A name two plugins registered is listed under both, with the clash: this listing is where a user sees it.
+    """
+    provided: dict[str, dict[str, set[str]]] = {}
+    conflicts: dict[str, list[dict[str, str]]] = {}
     for hook_name in register_hooks(manager):  # collecting first records the plugins whose hooks raise
-        for item in collect(manager, hook_name, hook_name).values():
-            provided.setdefault(item.origin.name, {}).setdefault(hook_name, []).append(item.name)
+        collected = collect(manager, hook_name)
+        clashing = [item for clash in collected.clashes for item in (clash.first, clash.second)]
+        for item in [*collected.items.values(), *clashing]:
+            provided.setdefault(item.origin.name, {}).setdefault(hook_name, set()).add(item.name)
+        for clash in collected.clashes:
+            for name in {clash.first.origin.name, clash.second.origin.name}:
+                conflicts.setdefault(name, []).append({"hook": hook_name, "cause": clash.line()})
     origins = {**{f.origin.name: f.origin for f in manager.failures}, **manager.origins}
     rows = []
     for name, origin in sorted(origins.items()):
         failures = [{"hook": f.hook, "cause": f.cause} for f in manager.failures if f.origin.name == name]
+        status = "failed" if failures else "conflict" if name in conflicts else "ok"
         rows.append(
             {
                 "name": name,
                 "distribution": origin.dist,
                 "version": origin.version,
                 "module": origin.module,
-                "status": "failed" if failures else "ok",
+                "status": status,
                 "hooks": {hook: sorted(items) for hook, items in sorted(provided.get(name, {}).items())},
                 "failures": failures,
+                "conflicts": conflicts.get(name, []),
             }
         )
     return rows
@@ -40,18 +51,20 @@ def describe_plugins(manager: TradePluginManager) -> list[dict[str, Any]]:
 @click.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plugins_command(as_json: bool) -> None:
-    """List installed plugins, their distributions, what they provide and which failed."""
+    """List installed plugins, their distributions, what they provide, which failed and which names clash."""
     rows = describe_plugins(get_manager())
     if as_json:
         click.echo(json.dumps({"plugins": rows}, indent=2))
         return
     for row in rows:
-        failed = "  FAILED" if row["status"] == "failed" else ""
-        click.echo(f"{row['name']}  ({row['distribution']} {row['version']}, {row['module']}){failed}")
+        marker = "" if row["status"] == "ok" else f"  {row['status'].upper()}"
+        click.echo(f"{row['name']}  ({row['distribution']} {row['version']}, {row['module']}){marker}")
         for hook, items in row["hooks"].items():
             click.echo(f"    {hook}: {', '.join(items)}")
         for failure in row["failures"]:
             click.echo(f"    {failure['hook'] or 'load'} FAILED: {failure['cause']}")
+        for conflict in row["conflicts"]:
+            click.echo(f"    {conflict['hook']} CONFLICT: {conflict['cause']}")
 
 
 @hookimpl
