@@ -54,3 +54,30 @@ def test_a_backtest_through_every_fault_finishes_and_accounts_for_every_day(real
     assert {"llm", "hold", "equal-weight", "momentum", "CSI300"} <= set(summary["rows"])
     assert summary["rows"]["llm"]["failed_days"] == 1
     assert "failed 1 day(s): turn 1: HTTP 503" in run.out
+
+
+OBJECT_ARGUMENTS = {"type": "function", "function": {"name": "TakeAction", "arguments": {"type": "stop"}}}
+SHAPES = {
+    "2025-06-20": [Reply(raw_calls=[OBJECT_ARGUMENTS]), STOP],  # arguments as an object, not JSON text
+    "2025-06-23": [Reply(raw_calls="TakeAction"), STOP],  # a bare name for the list of calls
+}
+
+
+def test_tool_calls_in_a_broken_shape_are_broken_calls_and_the_day_goes_on(real_dataset: Path, tmp_path: Path) -> None:
+    """They raised in the llm policy, and the whole day was recorded as "policy llm raised ..."."""
+    out = tmp_path / "run"
+    with FaultServer(by_day(SHAPES)) as server:
+        args = ["--base-url", server.url, "--model", "trader", "--data", str(real_dataset), "--out", str(out)]
+        run = run_trade("eval", "backtest", *args, "--start-date", "2025-06-20", "--num-days", "2", "--pool-size", "5")
+    assert run.code == 0, run.err
+    days = [json.loads(line) for line in (out / "days.jsonl").read_text().splitlines()]
+    assert [(d["status"], d["episode_status"], d["tool_calls"], d["tool_errors"]) for d in days] == [
+        ("done", "stopped", 2, 1)
+    ] * 2
+    assert all("turn 1: tool call 0 is not in OpenAI's shape" in d["warnings"][0] for d in days)
+    trajectories = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    answers = [t["messages"][3]["content"] for t in trajectories]
+    assert answers[0].startswith("错误：参数必须是JSON对象") and answers[1].startswith("错误：未知工具")
+    replayed = [r["messages"][2]["tool_calls"][0]["function"] for r in server.requests if len(r["messages"]) > 2]
+    assert [call["name"] for call in replayed] == ["TakeAction", '"TakeAction"']
+    assert all(isinstance(call["arguments"], str) for call in replayed)

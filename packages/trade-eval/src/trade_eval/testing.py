@@ -2,11 +2,11 @@
 
 It answers ``POST /v1/chat/completions`` over HTTP on a real socket on 127.0.0.1, so the client's HTTP,
 timeouts and the policy's retries run exactly as against vLLM; only the model is replaced, by a script that
-decides what each request gets: a reply (text, tool calls as the server's parser would return them, reasoning
-as ``<think>`` text or as a field), an HTTP error, a slow answer, or a connection dropped mid-answer. Requests
-are kept (``server.requests``, their headers in ``server.headers``) so a test can read what the client sent;
-the most requests served at once (``server.peak``) and the connections clients opened (``server.connections``)
-are counted for the benchmark.
+decides what each request gets: a reply (text, tool calls as the server's parser would return them or in a
+broken shape, reasoning as ``<think>`` text or as a field), an HTTP error, a slow answer, or a connection
+dropped mid-answer. Requests are kept (``server.requests``, their headers in ``server.headers``) so a test can
+read what the client sent; the most requests served at once (``server.peak``) and the connections clients
+opened (``server.connections``) are counted for the benchmark.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ class Reply:
     delay: float = 0.0
     finish_reason: str | None = None
     """Default: ``tool_calls`` when there are calls, ``stop`` otherwise."""
+    raw_calls: Any = None
+    """The message's ``tool_calls`` exactly as given, in place of ``calls``: a shape no parser should return."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,8 @@ def completion(body: Mapping[str, Any], reply: Reply, number: int) -> dict[str, 
             {"id": f"call_{number}_{i}", "type": "function", "function": {"name": name, "arguments": arguments}}
             for i, (name, arguments) in enumerate(reply.calls)
         ]
+    if reply.raw_calls is not None:
+        message["tool_calls"] = reply.raw_calls
     if reply.reasoning is not None:
         message[reply.reasoning_field] = reply.reasoning
     prompt = len(json.dumps(body.get("messages", []), ensure_ascii=False)) // 4  # about 4 characters a token

@@ -253,17 +253,15 @@ def play_reply(day: TradingDay, answer: dict[str, Any], usage: DayUsage) -> None
     tokens = _tokens(answer)
     usage.prompt_tokens += tokens.get("prompt_tokens") or 0
     usage.completion_tokens += tokens.get("completion_tokens") or 0
-    message = _choice(answer).get("message") or {}
-    calls = [
-        (call["function"]["name"], call["function"]["arguments"])
-        for call in message.get("tool_calls") or []
-        if call.get("type", "function") == "function"
-    ]
-    content = message.get("content") or ""
+    message = _choice(answer).get("message")
+    message = message if isinstance(message, dict) else {}
+    turn = day.replies + 1
+    calls = tool_calls(message.get("tool_calls"), usage, turn)
+    content = message.get("content")
+    content = content if isinstance(content, str) else ""
     if calls:  # the text without its calls: some servers (transformers serve) leave the parsed markup in it too
         content = CALL_BLOCK.sub("", content)
     elif markup := [m for m in MARKUP if m in content]:
-        turn = day.replies + 1
         usage.warnings.append(
             f"turn {turn}: the reply holds tool-call markup {markup[0]} as text and the server parsed no call: "
             "the server's tool-call parser does not match the model's format (see `trade eval serve`), "
@@ -271,6 +269,37 @@ def play_reply(day: TradingDay, answer: dict[str, Any], usage: DayUsage) -> None
         )
         log.warning("llm.tool_markup_as_text", day=str(day.episode.task.date), turn=turn, markup=markup[0])
     day.turn(_with_reasoning(content, message), calls)
+
+
+def tool_calls(found: object, usage: DayUsage, turn: int) -> list[tuple[str, str]]:
+    """The reply's function calls as ``(name, arguments text)``. OpenAI's shape is a list of ``{"type":
+    "function", "function": {"name": str, "arguments": JSON text}}``. A call in another shape (arguments as an
+    object, a bare name for the list) is a broken call, not a broken day: it is kept as a call the Episode
+    refuses, so the model reads the Episode's error, the Episode counts it and the day goes on. Without a
+    name it is an unknown tool named by its JSON; arguments that are not text go as a JSON string, the text
+    of a value where an object's text belongs. The day's warnings say what the server sent."""
+    entries = found if isinstance(found, list) else [] if found is None else [found]
+    calls = []
+    for index, entry in enumerate(entries):
+        if isinstance(entry, dict) and entry.get("type", "function") != "function":
+            continue
+        function = entry.get("function") if isinstance(entry, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(name, str) and (arguments is None or isinstance(arguments, str)):
+            calls.append((name, arguments or ""))
+            continue
+        sent = json.dumps(entry, ensure_ascii=False)
+        if isinstance(name, str):
+            calls.append((name, json.dumps(json.dumps(arguments, ensure_ascii=False), ensure_ascii=False)))
+        else:
+            calls.append((sent, ""))
+        usage.warnings.append(
+            f"turn {turn}: tool call {index} is not in OpenAI's shape ({{'function': {{'name': str, 'arguments': "
+            f"JSON text}}}}) but {sent[:100]}: answered as a broken call"
+        )
+        log.warning("llm.broken_tool_call", turn=turn, index=index, call=sent[:100])
+    return calls
 
 
 def _with_reasoning(content: str, message: dict[str, Any]) -> str:
