@@ -56,9 +56,17 @@ def test_an_unknown_universe_is_refused(real_dataset: Path, pool: list[str]) -> 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--cash", "-5"], "--cash -5.0 is not an amount >= 0 (e.g. --cash 1000000)"),
-        (["--cash", "nan"], "--cash nan is not an amount >= 0 (e.g. --cash 1000000)"),
-        (["--cash", "inf"], "--cash inf is not an amount >= 0 (e.g. --cash 1000000)"),
+        (["--cash", "-5"], "--cash -5.0 is not between 0 and 1,000,000,000,000 CNY (e.g. --cash 1000000)"),
+        (["--cash", "nan"], "--cash nan is not between 0 and 1,000,000,000,000 CNY (e.g. --cash 1000000)"),
+        (["--cash", "inf"], "--cash inf is not between 0 and 1,000,000,000,000 CNY (e.g. --cash 1000000)"),
+        (
+            ["--cash", "1e13"],
+            "--cash 10000000000000.0 is not between 0 and 1,000,000,000,000 CNY (e.g. --cash 1000000)",
+        ),
+        (
+            ["--pool", "SZ000001", "--holdings", "SZ000001=1000000000000000"],
+            "holding 'SZ000001=1000000000000000' is more than 1,000,000,000,000 shares, the most a portfolio holds",
+        ),
         (["--pool", ","], "the stock pool is empty (e.g. --pool SH600519,SZ000001)"),
     ],
 )

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 
 import jsonschema
 import pytest
 
+from trade_core import hookimpl
 from trade_core.errors import TradeError
+from trade_core.plugins import get_manager
+from trade_core.testing import inline_plugin
 from trade_data.store import MarketStore
 from trade_tools.day import TradingDay
 from trade_tools.episode import DEFAULT_TOOLS, Episode, EpisodeSettings, Task
 from trade_tools.tasks import day_task
+from trade_tools.tool import Arguments, Tool
 from trade_tools.trajectory import read_trajectories, write_trajectories
 
 POOL = ["SH600519", "SZ000001", "SH600036", "SZ300750"]
@@ -91,7 +97,7 @@ def test_bad_tasks_are_refused_clearly(real_store: MarketStore) -> None:
         (Task(task_id="a", date="2024-06-15", pool=["SH600519"], cash=1), "2024-06-15 is not a trading day"),
         (Task(task_id="b", date="2024-06-14", pool=["SH000300"], cash=1), "SH000300 is not a stock"),
         (Task(task_id="c", date="2018-06-14", pool=["SH688981"], cash=1), "SH688981 is not a stock listed by"),
-        (Task(task_id="d", date="2024-06-14", pool=["SH600519"], holdings={"SH600519": -5}, cash=1), "-5 shares"),
+        (Task(task_id="d", date="2024-06-14", pool=["SH600519"], holdings={"SH600519": 0}, cash=1), "0 shares"),
     ]:
         with pytest.raises(TradeError, match=message):
             Episode.start(task, real_store)
@@ -149,3 +155,38 @@ def test_unknown_tools_or_prompt_sets_are_one_line_errors(
     assert message in refused.value.message and "\n" not in str(refused.value)
     known = "TakeAction" if "tools" in look else "compact"
     assert refused.value.hint and known in refused.value.hint  # it names the known ones
+
+
+class _Crashing(Tool):
+    """A plugin's tool with a bug: ``run`` raises what ``crash`` raises."""
+
+    name = "crashing"
+    description = "崩溃"
+    arguments = Arguments
+
+    def __init__(self, crash: Callable[[], object]) -> None:
+        self.crash = crash
+
+    def run(self, episode: Episode, args: Arguments) -> str:
+        self.crash()
+        return "不会到这里"
+
+
+@pytest.mark.parametrize(
+    ("crash", "shown"), [(lambda: 1 / 0, "ZeroDivisionError"), (lambda: sys.exit(7), "SystemExit")], ids=["bug", "exit"]
+)
+def test_a_tool_that_raises_or_exits_answers_an_internal_error(
+    synth_store: MarketStore, crash: Callable[[], object], shown: str
+) -> None:
+    """``sys.exit`` in a tool is a bug like any other: counted and answered as text, never the rollout worker's end."""
+
+    class Plugin:
+        @hookimpl
+        def trade_register_tools(self, register):  # type: ignore[no-untyped-def]
+            register(_Crashing(crash))
+
+    with inline_plugin(get_manager(), Plugin(), "crashing-tool"):
+        settings = EpisodeSettings(tools=(*DEFAULT_TOOLS, "crashing"))
+        day = Episode.start(_synth_task(synth_store), synth_store, settings=settings)
+        assert day.call("crashing", {}) == f"错误：工具内部错误（{shown}），请换一种调用"
+    assert (day.internal_errors, day.tool_errors, day.status) == (1, 1, "open")

@@ -9,6 +9,7 @@ import pytest
 
 from trade_data.store import MarketStore
 from trade_data.symbols import PRICE_LIMITS, Board
+from trade_tools.portfolio import MAX_CASH, MAX_SHARES
 from trade_tools.rules import ExecutionRules
 
 
@@ -199,3 +200,19 @@ def test_an_order_beyond_any_share_count_is_refused(open_day) -> None:  # type: 
         text = day.call("TakeAction", {"type": "buy", "symbol": "SH600519", "amount": amount})
         assert text.startswith("订单被拒绝：数量必须是正整数（最多1,000,000,000,000股）") and len(text) < 200
     assert day.internal_errors == 0 and day.cash == 1_000_000
+
+
+def test_no_fill_takes_the_portfolio_past_its_bounds(open_day) -> None:  # type: ignore[no-untyped-def]
+    """Every state a day reaches reads back (``trade_tools.portfolio``): a sale that would take the cash over
+    MAX_CASH and a buy that would hold more than MAX_SHARES of a stock are refused like any other order."""
+    rich = open_day("2024-06-14", ["SH600519"], holdings={"SH600519": 100}, cash=MAX_CASH - 1000)
+    text = act(rich, type="sell", symbol="SH600519", amount=100)
+    assert text.startswith("订单被拒绝：卖出后现金将超过1,000,000,000,000元的上限")
+    assert rich.positions["SH600519"].shares == 100 and rich.cash == MAX_CASH - 1000
+    uncapped = ExecutionRules(max_position_weight=None)
+    full = open_day("2024-06-14", ["SZ000001"], holdings={"SZ000001": MAX_SHARES - 100}, cash=1e6, rules=uncapped)
+    assert act(full, type="buy", symbol="SZ000001", amount=100).startswith("成交")
+    text = act(full, type="buy", symbol="SZ000001", amount=100)
+    assert text.startswith(f"订单被拒绝：买入后持有SZ000001将超过{MAX_SHARES:,}股的持仓上限")
+    assert full.positions["SZ000001"].shares == MAX_SHARES
+    assert type(full).model_validate_json(full.model_dump_json()).positions == full.positions

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from trade_core.errors import TradeError
 from trade_tools.episode import Episode
+from trade_tools.portfolio import MAX_CASH, MAX_SHARES, impossible
 from trade_tools.records import GroundTruth, Reward, Task, parse
 from trade_tools.trajectory import TRAJECTORY_VERSION, Trajectory, read_trajectories, write_trajectories
 
@@ -99,3 +102,37 @@ def test_tools_and_prompt_set_are_written_when_set_and_read_back() -> None:
     assert Task.model_validate_json(task.model_dump_json()) == task
     empty = Task(task_id="t", date="2024-06-14", pool=POOL, cash=1e6, tools=[])  # type: ignore[arg-type]
     assert json.loads(empty.model_dump_json())["tools"] == []  # not a plain task: Episode.start refuses it
+
+
+BEYOND = [
+    {"cash": math.inf},
+    {"cash": math.nan},
+    {"cash": MAX_CASH * 1.01},
+    {"cash": -1.0},
+    {"cash": 1e6, "holdings": {"SZ000001": 10**15}},
+    {"cash": 1e6, "holdings": {"SZ000001": -100}},
+]
+"""Task fields beyond the bounds of what a portfolio can hold."""
+
+
+def test_a_portfolio_beyond_the_bounds_is_refused_where_it_is_read(stopped: Episode) -> None:
+    """Cash of 1e308 or 10^15 shares are finite but impossible: a task or episode holding them does not read."""
+    task = {"task_id": "t", "date": "2024-06-14", "pool": POOL}
+    assert Task(**task, cash=MAX_CASH, holdings={"SZ000001": MAX_SHARES}).cash == MAX_CASH
+    for bad in BEYOND:
+        with pytest.raises(ValidationError) as refused:
+            Task(**task, **bad)
+        assert impossible(refused.value) and "trade_tools.portfolio.MAX_" in str(refused.value), bad
+    stored = json.loads(stopped.model_dump_json())
+    held = {"SH600519": {"symbol": "SH600519", "shares": 10**15, "sellable": 0, "cost": 1.0}}
+    for changed in (
+        {**stored, "cash": 1e308},
+        {**stored, "task": {**stored["task"], "cash": 1e308}},
+        {**stored, "positions": held},
+    ):
+        with pytest.raises(ValidationError) as refused:
+            parse(Episode, json.dumps(changed))
+        assert impossible(refused.value)
+    with pytest.raises(ValidationError) as shaped:
+        parse(Episode, {**stored, "positions": []})
+    assert not impossible(shaped.value)  # a record of the wrong shape is not a bad number

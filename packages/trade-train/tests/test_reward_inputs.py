@@ -88,6 +88,11 @@ BAD_NUMBERS = [
     pytest.param("episode", ("value_before",), -1.0, id="value_before-negative"),
     pytest.param("episode", ("task", "holdings", "SZ000001"), -10_000, id="holding-negative"),
     pytest.param("episode", ("positions", "SH600519", "shares"), 10**400, id="shares-beyond-float"),
+    # finite but impossible (issue 24): beyond the bounds of trade_tools.portfolio, which reading an Episode checks
+    pytest.param("episode", ("cash",), 1e308, id="cash-1e308"),
+    pytest.param("episode", ("task", "cash"), 1e308, id="task-cash-1e308"),
+    pytest.param("episode", ("positions", "SH600519", "shares"), 10**15, id="shares-1e15"),
+    pytest.param("episode", ("task", "holdings", "SZ000001"), 10**15, id="holding-1e15"),
 ]
 
 
@@ -126,6 +131,15 @@ def test_a_wrong_configuration_raises_with_the_fix(extra_info: Any, options: Jso
     with pytest.raises(TradeError, match=message) as raised:
         compute_score("x", "", "{}", extra_info, **options)
     assert raised.value.hint
+
+
+@pytest.mark.parametrize("stored", [None, 0, [], "null"])
+def test_a_null_episode_scores_malformed_and_its_batch_goes_on(played: tuple[Json, Json], stored: Any) -> None:
+    """Only a missing key is the wrong agent loop; an episode that is there but null is this trajectory's own."""
+    with capture_logs() as logs:
+        result = scored(stored, played[1])
+    assert (result["score"], result["failure"]) == (FAILURE["bucketed"], MALFORMED)
+    assert [log["event"] for log in logs] == ["reward_input_refused"]
 
 
 def test_verl_compute_score_reads_the_episode_from_extra_info(real_store: MarketStore) -> None:

@@ -6,21 +6,22 @@
 and slippage the agent paid count against it. ``r_outcome = R(final) - R(original)``.
 
 A NaN passes no comparison, so it would land in whichever bucket a scheme tests last: numbers that are
-not finite, or cannot be (a price, growth or V0 <= 0, negative shares), make an outcome that every scheme
-scores as the failure ``invalid_outcome`` instead.
+not finite, or cannot be (a price, growth or V0 <= 0, cash or shares outside the bounds of
+:mod:`trade_tools.portfolio`), make an outcome that every scheme scores as the failure ``invalid_outcome``
+instead.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import sys
 from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from trade_core.errors import TradeError
 from trade_tools.episode import Episode
+from trade_tools.portfolio import MAX_CASH, MAX_SHARES
 from trade_tools.records import GroundTruth
 
 DEFAULT_WEIGHTS = (0.5, 0.3, 0.2)
@@ -81,14 +82,14 @@ def weighted(path: Sequence[float], weights: Sequence[float]) -> float:
 
 
 def _possible(episode: Episode, truth: GroundTruth) -> bool:
-    """Whether every number the reward reads is finite: prices, growth and V0 > 0, 0 <= shares <= a float's max."""
+    """Whether every number the reward reads is possible: prices, growth and V0 finite and > 0, cash and shares
+    within the portfolio bounds (which reading an Episode checks; one built in memory is checked here)."""
     positive = [episode.value_before, *truth.close.values(), *itertools.chain.from_iterable(truth.growth.values())]
     shares = [*episode.task.holdings.values(), *(p.shares for p in episode.positions.values())]
     return (
         all(0 < x < math.inf for x in positive)
-        and all(0 <= n <= sys.float_info.max for n in shares)
-        and math.isfinite(episode.cash)
-        and math.isfinite(episode.task.cash)
+        and all(0 <= n <= MAX_SHARES for n in shares)
+        and all(0 <= cash <= MAX_CASH for cash in (episode.cash, episode.task.cash))
     )
 
 

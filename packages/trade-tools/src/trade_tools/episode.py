@@ -22,7 +22,7 @@ from trade_data.store import MarketStore, PointInTimeView
 from trade_data.symbols import Board, board_of
 from trade_tools.anonymize import Aliases, hide_schemas
 from trade_tools.execution import portfolio_value
-from trade_tools.portfolio import ActionRecord, Position
+from trade_tools.portfolio import ActionRecord, Cash, Position
 from trade_tools.records import Task
 from trade_tools.rules import ExecutionRules
 from trade_tools.text import day, shown
@@ -78,7 +78,7 @@ class Episode(BaseModel):
     task: Task
     rules: ExecutionRules = Field(default_factory=ExecutionRules)
     settings: EpisodeSettings = Field(default_factory=EpisodeSettings)
-    cash: float
+    cash: Cash
     positions: dict[str, Position]
     value_before: float = Field(description="portfolio value at the T0 close before any trade")
     actions: list[ActionRecord] = Field(default_factory=list)

@@ -1,21 +1,20 @@
 """Order checks and fills at the T0 close under :class:`~trade_tools.rules.ExecutionRules`.
 
 Checks run in a fixed order and the first failure is the reason given back: amount, pool,
-trading status (suspended, the rules' price limit), lot rules, T+1, cash or shares, position cap. No fill
-leaves cash below zero, not even a sale whose fees exceed its proceeds. Nothing here mutates
-state: :func:`plan_order` returns a fill or a refusal reason, and the Episode applies fills.
+trading status (suspended, the rules' price limit), lot rules, T+1, cash or shares, position cap, the bounds
+of what a portfolio can hold (:data:`~trade_tools.portfolio.MAX_SHARES`, :data:`~trade_tools.portfolio.MAX_CASH`,
+so every state a day reaches reads back). No fill leaves cash below zero, not even a sale whose fees exceed its
+proceeds. Nothing here mutates state: :func:`plan_order` returns a fill or a refusal reason, and the Episode
+applies fills.
 """
 
 from __future__ import annotations
 
 from trade_data.store import PointInTimeView
 from trade_data.symbols import Board, board_of
-from trade_tools.portfolio import Fill, Position
+from trade_tools.portfolio import MAX_CASH, MAX_SHARES, Fill, Position
 from trade_tools.rules import ExecutionRules
 from trade_tools.text import shown
-
-MAX_SHARES = 10**12
-"""The largest order: more shares than any listed company has (ICBC: 3.6e11), and its value stays a finite float."""
 
 
 class Refused(Exception):
@@ -102,6 +101,10 @@ def plan_order(
             raise Refused(
                 f"买入后{symbol}市值{after:,.0f}元将超过组合总值{rules.max_position_weight:.0%}上限（{limit:,.0f}元）"
             )
+    if side == "buy" and (held.shares if held else 0) + amount > MAX_SHARES:
+        raise Refused(f"买入后持有{symbol}将超过{MAX_SHARES:,}股的持仓上限")
+    if cash + fill.cash_change > MAX_CASH:
+        raise Refused(f"卖出后现金将超过{MAX_CASH:,.0f}元的上限")
     return fill
 
 

@@ -1,18 +1,52 @@
-"""Holdings, fills and the action log: the serialisable state of a trading day."""
+"""Holdings, fills and the action log: the serialisable state of a trading day, and the bounds on what a
+portfolio can hold."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic_core import PydanticCustomError
+
+MAX_CASH = 1e12
+"""The most cash a portfolio can hold, CNY: more than any fund's whole book, and cents stay exact in a float."""
+MAX_SHARES = 10**12
+"""The most shares of one stock a portfolio can hold (and the largest order): more than any listed company has
+(ICBC: 3.6e11)."""
+IMPOSSIBLE = "impossible_number"
+"""The validation error type of a number outside these bounds (a reward scores it ``invalid_outcome``)."""
+
+Number = TypeVar("Number", int, float)
+
+
+def _within(limit: float, unit: str) -> AfterValidator:
+    """A validator keeping a value in ``0..limit`` (NaN fails too): numbers beyond it are typos or attacks, and
+    a score computed from them (cash of 1e308) would top every honest one."""
+
+    def check(value: Number) -> Number:
+        if not 0 <= value <= limit:
+            shown = f"about 2^{value.bit_length()}" if isinstance(value, int) and value.bit_length() > 64 else value
+            raise PydanticCustomError(IMPOSSIBLE, f"{shown} is not between 0 and {limit:,.0f} {unit}")
+        return value
+
+    return AfterValidator(check)
+
+
+Cash = Annotated[float, _within(MAX_CASH, "CNY (trade_tools.portfolio.MAX_CASH)")]
+Shares = Annotated[int, _within(MAX_SHARES, "shares (trade_tools.portfolio.MAX_SHARES)")]
+
+
+def impossible(error: ValidationError) -> bool:
+    """Whether a record was refused for a number (beyond these bounds, or not finite) rather than its shape."""
+    return any(item["type"] in (IMPOSSIBLE, "finite_number") for item in error.errors())
 
 
 class Position(BaseModel):
     """Shares of one stock; ``sellable`` excludes shares bought today (T+1)."""
 
     symbol: str
-    shares: int = Field(ge=0)
-    sellable: int = Field(ge=0)
+    shares: Shares
+    sellable: Shares
     cost: float = Field(ge=0, description="average cost per share, CNY")
 
 

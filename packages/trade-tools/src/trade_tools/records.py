@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from trade_tools.portfolio import Cash, Shares
+
 Record = TypeVar("Record", bound=BaseModel)
 
 
@@ -24,9 +26,9 @@ class Task(BaseModel):
     task_id: str
     date: dt.date
     pool: list[str] = Field(min_length=1)
-    holdings: dict[str, int] = Field(default_factory=dict, description="initial shares, all sellable on T0")
+    holdings: dict[str, Shares] = Field(default_factory=dict, description="initial shares, all sellable on T0")
     cost_basis: dict[str, float] = Field(default_factory=dict, description="CNY per share; default: previous close")
-    cash: float = Field(ge=0)
+    cash: Cash
     universe: str = "csi300"
     index: str = "SH000001"
     anonymized: bool = Field(False, description="the model sees aliases for symbols and dates (trade_tools.anonymize)")

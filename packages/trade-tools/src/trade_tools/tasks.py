@@ -11,7 +11,6 @@ negative. Draws are seeded by (seed, T0, k), so a day's task does not depend on 
 from __future__ import annotations
 
 import datetime as dt
-import math
 
 import numpy as np
 
@@ -19,7 +18,9 @@ from trade_core.errors import TradeError
 from trade_data.store import MarketStore, PointInTimeView
 from trade_data.symbols import Board, board_of
 from trade_tools.episode import Task
+from trade_tools.portfolio import MAX_CASH, MAX_SHARES
 from trade_tools.rules import ExecutionRules
+from trade_tools.text import shown
 
 CAPITAL = 1_000_000.0
 MAX_HOLDINGS = 5
@@ -34,6 +35,8 @@ def parse_holdings(text: str | None) -> dict[str, int]:
         symbol, sep, shares = part.partition("=")
         if not sep or not shares.strip().isdigit():
             raise TradeError(f"holding {part!r} is not SYMBOL=SHARES", hint="e.g. --holdings SH600519=100")
+        if len(shares.strip()) > len(str(MAX_SHARES)) or int(shares) > MAX_SHARES:  # int() refuses 4,300 digits
+            raise TradeError(f"holding {shown(part)!r} is more than {MAX_SHARES:,} shares, the most a portfolio holds")
         holdings[symbol.strip().upper()] = int(shares)
     return holdings
 
@@ -117,8 +120,8 @@ def day_task(
 
     An unknown ``universe`` is refused, pool given or not: the prompts name it.
     """
-    if not math.isfinite(cash) or cash < 0:
-        raise TradeError(f"--cash {cash} is not an amount >= 0", hint="e.g. --cash 1000000")
+    if not 0 <= cash <= MAX_CASH:  # NaN too
+        raise TradeError(f"--cash {cash} is not between 0 and {MAX_CASH:,.0f} CNY", hint="e.g. --cash 1000000")
     view = store.asof(date)
     rng = task_rng(seed, view.date)
     if pool is None:

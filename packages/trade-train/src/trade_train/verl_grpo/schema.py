@@ -8,11 +8,11 @@ the run folder as ``{split}.parquet``; variable-key data (the task, its ground t
 Scoring: the trading agent loop stores the final Episode in ``extra_fields[EPISODE]``, which verl merges
 into ``extra_info``; the row's ``reward_model.ground_truth`` is the GroundTruth JSON, so scoring needs no
 market data. Options arrive as ``+reward.custom_reward_function.reward_kwargs.scheme=continuous`` and the
-like. One rule for bad input: a wrong configuration is the same for every trajectory (no Episode in
+like. One rule for bad input: a wrong configuration is the same for every trajectory (no Episode key in
 ``extra_info``: the wrong agent loop; an unknown scheme, bad settings or weights), so it raises a TradeError
-naming the fix on the first call. What one trajectory holds never raises: an episode or ground truth that
-cannot be read scores the scheme's failure ``malformed``, a bad number ``invalid_outcome``, each with one
-warning.
+naming the fix on the first call. What one trajectory holds never raises: an episode (null included) or ground
+truth that cannot be read scores the scheme's failure ``malformed``, a bad number (not finite, or beyond the
+bounds of :mod:`trade_tools.portfolio`) ``invalid_outcome``, each with one warning.
 
 verl loads this file by path in its reward workers: it imports no verl and nothing heavy.
 """
@@ -30,10 +30,11 @@ import structlog
 from pydantic import ValidationError
 
 from trade_core.errors import TradeError, error_line
-from trade_reward.outcome import DEFAULT_WEIGHTS, MALFORMED, Outcome, outcome
+from trade_reward.outcome import DEFAULT_WEIGHTS, INVALID, MALFORMED, Outcome, outcome
 from trade_reward.schemes import get_scheme
 from trade_reward.taskfolder import TaskRecord
 from trade_tools.episode import Episode
+from trade_tools.portfolio import impossible
 from trade_tools.records import GroundTruth, Reward, parse
 
 log = structlog.get_logger("trade.reward")
@@ -124,16 +125,17 @@ def compute_score(
     """``{"score": ..., r_new, r_orig, r_outcome, bucket, failure, scheme}`` for one trajectory."""
     chosen = get_scheme(scheme, **settings)
     horizons = _weights(weights)
-    stored = extra_info.get(EPISODE) if isinstance(extra_info, Mapping) else None
-    if stored is None:
+    if not isinstance(extra_info, Mapping) or EPISODE not in extra_info:
         raise TradeError(
             f"extra_info has no '{EPISODE}'",
             hint="run the trading agent loop, which stores the Episode in extra_fields",
         )
     error = ""
-    try:
-        result = outcome(parse(Episode, stored), parse(GroundTruth, ground_truth), horizons)
-    except (ValidationError, TradeError) as refused:
+    try:  # a null or unreadable episode is this trajectory's failure, not the batch's
+        result = outcome(parse(Episode, extra_info[EPISODE]), parse(GroundTruth, ground_truth), horizons)
+    except ValidationError as refused:
+        result, error = Outcome.unscorable(INVALID if impossible(refused) else MALFORMED), error_line(refused)
+    except TradeError as refused:
         result, error = Outcome.unscorable(MALFORMED), error_line(refused)
     if result.invalid:
         log.warning("reward_input_refused", failure=result.invalid, error=error, data_source=data_source)
