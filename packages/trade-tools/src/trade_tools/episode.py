@@ -194,7 +194,7 @@ class Episode(BaseModel):
         except ToolError as error:
             self.tool_errors += 1
             text = f"错误：{error.one_line()}"
-        except Exception as error:  # a bug must not kill a rollout; it is counted and logged
+        except (Exception, SystemExit) as error:  # a bug (sys.exit too) must not kill a rollout: counted, logged
             self.internal_errors += 1
             self.tool_errors += 1
             log.exception("tool.internal_error", tool=shown(name), task=self.task.task_id)
