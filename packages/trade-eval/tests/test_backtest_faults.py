@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
+
+import pytest
 
 from trade_core.testing import run_trade
 from trade_eval.testing import LOOP, STOP, Drop, Fail, FaultServer, Reply, by_day
@@ -81,3 +84,34 @@ def test_tool_calls_in_a_broken_shape_are_broken_calls_and_the_day_goes_on(real_
     replayed = [r["messages"][2]["tool_calls"][0]["function"] for r in server.requests if len(r["messages"]) > 2]
     assert [call["name"] for call in replayed] == ["TakeAction", '"TakeAction"']
     assert all(isinstance(call["arguments"], str) for call in replayed)
+
+
+def closed_port() -> int:
+    """A port nothing listens on (free a moment ago)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("not_a_url", [True, False], ids=["not a URL", "nothing listening"])
+def test_a_server_that_does_not_answer_is_refused_before_the_first_day(
+    not_a_url: bool, real_dataset: Path, tmp_path: Path
+) -> None:
+    """Every day was retried, recorded failed, and the run exited 0."""
+    url = "not-a-url" if not_a_url else f"http://127.0.0.1:{closed_port()}/v1"
+    args = ["--base-url", url, "--model", "trader", "--data", str(real_dataset), "--start-date", "2025-06-20"]
+    run = run_trade("eval", "backtest", *args, "--num-days", "3", "--retries", "0", cwd=tmp_path)
+    assert run.code == 2 and len(run.err.strip().splitlines()) == 1, run.err
+    problem = "--base-url 'not-a-url' is not an http(s) URL" if not_a_url else f"no server answers at {url} ("
+    assert run.err.startswith(f"error: {problem}") and "(start one (`trade eval serve MODEL_DIR --run`)" in run.err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_run_in_which_every_day_failed_exits_non_zero(real_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with FaultServer(default=Fail(503)) as server:
+        args = ["--base-url", server.url, "--model", "trader", "--data", str(real_dataset), "--out", str(out)]
+        run = run_trade("eval", "backtest", *args, "--start-date", "2025-06-20", "--num-days", "2", "--retries", "0")
+    assert run.code == 2 and run.err.strip().splitlines()[-1].startswith(f"error: all 2 days of {out} failed")
+    assert "failed 2 day(s): turn 1: HTTP 503 (internal server error) after 1 attempts" in run.out
+    assert len((out / "days.jsonl").read_text().splitlines()) == 2 and (out / "summary.json").is_file()

@@ -173,3 +173,17 @@ def test_the_episodes_of_a_run_share_their_connections(
 def test_llm_needs_a_server_and_a_folder_needs_a_split(tasks_folder: Path) -> None:
     done = run_trade("eval", "tasks", "--tasks", str(tasks_folder), "--model", "m", "--base-url", "http://x/v1")
     assert done.code == 2 and "is a tasks folder: --split is required (its splits: test)" in done.err
+
+
+def test_every_server_is_checked_first_and_a_run_that_played_nothing_exits_non_zero(
+    tasks_folder: Path, tmp_path: Path
+) -> None:
+    args = ["eval", "tasks", "--tasks", str(tasks_folder), "--split", "test", "--model", "m", "--limit", "2"]
+    with FaultServer(default=Fail(503)) as server:
+        down = run_trade(*args, "--base-url", server.url, "--base-url", "http://127.0.0.1:0/v1", cwd=tmp_path)
+        assert down.code == 2 and down.err.startswith("error: no server answers at http://127.0.0.1:0/v1 (")
+        assert not (tmp_path / "runs").exists()
+        out = tmp_path / "run"
+        failed = run_trade(*args, "--base-url", server.url, "--retries", "0", "--out", str(out))
+    assert failed.code == 2 and failed.err.strip().splitlines()[-1].startswith(f"error: all 2 episodes of {out} failed")
+    assert "2 episodes: 0 played, 2 failed (server)" in failed.out and len(_lines(out / EPISODES)) == 2

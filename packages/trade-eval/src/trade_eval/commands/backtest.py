@@ -24,6 +24,15 @@ def _pool_file(path: Path) -> list[str]:
     return symbols
 
 
+def refuse_nothing_played(failed: int, total: int, what: str, out: Path) -> None:
+    """A run whose every day (or episode) failed measured nothing: after its table, exit non-zero."""
+    if total and failed == total:
+        raise TradeError(
+            f"all {total} {what} of {out} failed: the policy played none of them",
+            hint=f"fix what the failure reasons say, then run again with a new --out ({out} keeps the failures)",
+        )
+
+
 def run_label(policy: str, model: str, anonymized: bool) -> str:
     """Who played, for a default run folder's name: the model (or the policy), ``-anon`` when anonymized."""
     who = re.sub(r"[^A-Za-z0-9._-]+", "_", model.rstrip("/").rsplit("/", 1)[-1]) if model else policy
@@ -183,6 +192,8 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
         click.echo(f"\n{out}: {len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy "
                    f"{policy_name}, {seeds} seeds (pool drawn with seed {seed}); {out / SEEDS}\n")  # fmt: skip
         click.echo("\n".join(spread_lines(spread)))
+        failed = spread["rows"][policy_name]["failed_days"]["values"]
+        refuse_nothing_played(sum(failed), seeds * len(backtest.dates), "days", out)
         return
     summary = run_backtest(backtest, policy, settings, out, manifest, resume=resume, conventions=conventions)
     click.echo(f"\n{out}: {len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy {policy_name}")
@@ -196,6 +207,7 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
     failures = summary["rows"][policy_name].get("failure_reasons") or {}
     for reason, count in failures.items():
         click.echo(f"failed {count} day(s): {reason}")
+    refuse_nothing_played(summary["rows"][policy_name]["failed_days"], len(backtest.dates), "days", out)
 
 
 backtest_command.params += [MODEL_CUTOFF, ANONYMIZE]

@@ -9,7 +9,7 @@ import click
 
 from trade_core.errors import TradeError
 from trade_core.params import settings_from
-from trade_eval.commands.backtest import backtest_command, run_label
+from trade_eval.commands.backtest import backtest_command, refuse_nothing_played, run_label
 
 SHARED = ("api_key", "temperature", "top_p", "max_tokens", "request_timeout", "retries", "seed", "pairs",
           "model_cutoff", "anonymize")  # fmt: skip
@@ -80,6 +80,8 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
     settings = policy.for_data(settings, store)
     evaluation = TasksEval(store, records[:limit], chosen, samples, anonymize=anonymize)
     servers = list(base_urls) if policy.needs_server else []
+    for url in servers:
+        policy.check(settings.model_copy(update={"base_url": url}))
     origin = POLICIES.provided(get_manager())[policy_name].origin
     manifest = new_manifest(
         evaluation, policy_name, settings, command=["trade", *sys.argv[1:]], tasks=tasks_path, split=split_name,
@@ -93,6 +95,7 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
                         resume=resume)  # fmt: skip
     click.echo(f"\n{out}: {len(evaluation.records)} tasks of {split_name} x {samples} sample(s), policy {policy_name}")
     click.echo("\n".join(summary_lines(summary)))
+    refuse_nothing_played(summary["failed"], summary["episodes"], "episodes", out)
 
 
 tasks_command.params += [p for p in backtest_command.params if p.name in SHARED]

@@ -5,7 +5,8 @@ training; each reply is played as one turn of the :class:`~trade_tools.day.Tradi
 errors and the record are the Episode's own. The server is outside the model: its failures (5xx, timeouts,
 connections dropped) are retried with backoff and then raise :class:`PolicyUnavailable`; a request it refuses
 (4xx) after the model has replied ends the day as truncated (the conversation outgrew what the server takes),
-while a refused first request is the server's setup and also raises :class:`PolicyUnavailable`.
+while a refused first request is the server's setup and also raises :class:`PolicyUnavailable`. A run first
+checks the server answers at all (:meth:`LLMPolicy.check`): a wrong URL would fail every day, retries and all.
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import http.client
 import json
 import random
 import ssl
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import zlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -39,12 +44,21 @@ BACKOFF = 1.0
 """Seconds before the first retry (``--set backoff=S``), doubled each retry, jittered to 50-100%, at most
 BACKOFF_CAP; the jitter is seeded by the run's seed, the day and the turn."""
 BACKOFF_CAP = 30.0
+PROBE_TIMEOUT = 10.0
+"""Seconds the check before the first day waits for the server's model list (at most --request-timeout)."""
+SERVE_HINT = "start one (`trade eval serve MODEL_DIR --run`) and pass its URL, e.g. http://127.0.0.1:8001/v1"
 
 
 class LLMPolicy(Policy):
     name = "llm"
     description = "a model served behind an OpenAI-compatible API (vLLM), trading through tool calls"
     needs_server = True
+
+    def check(self, settings: RunSettings) -> None:
+        """Refuse a server that does not answer, before the first day: ``GET <base_url>/models``, which every
+        OpenAI-compatible server (vLLM, transformers serve, ms-swift) serves."""
+        if settings.base_url is not None:
+            probe(settings.base_url, settings.api_key, min(settings.request_timeout, PROBE_TIMEOUT))
 
     async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
         usage = DayUsage()
@@ -111,6 +125,31 @@ def _tls() -> ssl.SSLContext:
     """The TLS context every day's client shares: building one loads the CA store (~0.2 s, more than the
     harness's own work for a day). The system store; OpenSSL honours SSL_CERT_FILE and SSL_CERT_DIR."""
     return ssl.create_default_context()
+
+
+def probe(base_url: str, api_key: str, timeout: float) -> None:
+    """A TradeError in one line (what failed, how to start a server) unless ``base_url`` lists its models.
+    Like the days' requests it reaches the server directly, whatever proxy the environment names."""
+    url = base_url.rstrip("/")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        web = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # a bracket left open
+        web = False
+    if not web:
+        raise TradeError(f"--base-url {base_url!r} is not an http(s) URL", hint=SERVE_HINT)
+    request = urllib.request.Request(f"{url}/models", headers={"Authorization": f"Bearer {api_key}"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=_tls()))
+    try:
+        with opener.open(request, timeout=timeout) as reply:
+            reply.read()
+    except urllib.error.HTTPError as error:
+        root = " (is --base-url the API root, ending in /v1?)" if error.code == 404 else ""
+        problem = f"the server at {url} answered GET /models with HTTP {error.code}{root}"
+        raise TradeError(problem, hint=SERVE_HINT) from None
+    except (OSError, ValueError, http.client.HTTPException) as error:  # refused, timed out, not HTTP, a bad port
+        reason = error.reason if isinstance(error, urllib.error.URLError) else error
+        raise TradeError(f"no server answers at {url} ({error_line(Exception(reason))})", hint=SERVE_HINT) from None
 
 
 def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
