@@ -16,7 +16,7 @@ from trade_core.errors import PluginError
 from trade_core.hookspecs import hookspec
 from trade_core.plugins import TradePluginManager, get_manager
 from trade_core.registry import Registry
-from trade_core.testing import inline_plugin, run_trade
+from trade_core.testing import imports_of, inline_plugin, run_trade
 
 
 def _with(site: Path, *names: str, **env: str) -> dict[str, str]:
@@ -31,6 +31,11 @@ def test_builtins_are_listed_with_their_distributions() -> None:
     assert plugins["core"]["distribution"] == "trade-core"
     assert plugins["core"]["hooks"]["trade_register_commands"] == ["plugins"]
     assert {p["status"] for p in plugins.values()} == {"ok"}
+
+
+def test_the_root_help_imports_no_numpy_or_pandas(tmp_path: Path) -> None:
+    """Every installed plugin's commands hook runs for ``trade --help``: none may import the heavy stack."""
+    assert imports_of("--help", tmp_path=tmp_path) & {"numpy", "pandas"} == set()
 
 
 def test_text_listing_names_each_plugin_and_hook() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trade_core.testing import run_trade
+from trade_core.testing import imports_of, run_trade
 from trade_eval.runfolder import DAYS, LOCK, MANIFEST, SUMMARY, TRAJECTORIES
 
 WINDOW = ("--start-date", "2025-06-20", "--initial-cash", "1000000")
@@ -21,6 +21,12 @@ def _site(policy_site: Path) -> dict[str, str]:
 
 def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("args", [["eval", "--help"], ["eval", "backtest", "--help"], ["eval", "tasks", "--help"]])
+def test_help_imports_no_numpy_or_pandas(args: list[str], tmp_path: Path) -> None:
+    """``trade eval --help`` imports every subcommand's module: none may import the Episode for a constant."""
+    assert imports_of(*args, tmp_path=tmp_path) & {"numpy", "pandas"} == set()
 
 
 def test_trade_plugins_lists_the_policies_with_their_packages(policy_site: Path) -> None:

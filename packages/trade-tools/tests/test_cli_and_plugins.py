@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from trade_core import hookimpl
 from trade_core.plugins import get_manager
-from trade_core.testing import inline_plugin, run_trade
+from trade_core.testing import imports_of, inline_plugin, run_trade
 from trade_tools.episode import EpisodeSettings
 from trade_tools.prompts import PromptSet
+
+
+@pytest.mark.parametrize("args", [["tools", "--help"], ["tools", "call", "--help"], ["tools", "play", "--help"]])
+def test_help_imports_no_numpy_or_pandas(args: list[str], tmp_path: Path) -> None:
+    assert imports_of(*args, tmp_path=tmp_path) & {"numpy", "pandas"} == set()
 
 
 def test_list_shows_the_four_tools() -> None:

@@ -6,6 +6,7 @@ tests and third-party plugin authors use the same helpers.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,6 +51,34 @@ def run_trade(
         check=False,
     )
     return TradeRun(done.returncode, done.stdout, done.stderr)
+
+
+_RECORD_IMPORTS = """
+import json, sys
+from trade_core.cli import main
+try:
+    main(sys.argv[2:])
+finally:  # click ends every command with SystemExit
+    with open(sys.argv[1], "w") as out:
+        json.dump(sorted(sys.modules), out)
+"""
+
+
+def imports_of(*args: str, tmp_path: Path) -> set[str]:
+    """The modules a fresh ``trade *args`` process has imported by its end, for tests of what starting costs.
+
+    Deterministic where a timing is not: ``--help`` that imports pandas is slow on every machine.
+    """
+    record = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _RECORD_IMPORTS, str(record), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(record.read_text(encoding="utf-8")))
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from trade_data.store import MarketStore, PointInTimeView
 from trade_data.symbols import Board, board_of
 from trade_tools.anonymize import Aliases, hide_schemas
 from trade_tools.execution import portfolio_value
+from trade_tools.limits import MAX_TURNS
 from trade_tools.portfolio import ActionRecord, Cash, Position
 from trade_tools.records import Task
 from trade_tools.rules import ExecutionRules
@@ -31,8 +32,6 @@ from trade_tools.tool import EXAMPLE_SYMBOL, TOOLS, Tool, ToolError
 log = structlog.get_logger("trade.episode")
 
 DEFAULT_TOOLS = ("get_price_data", "get_macro_indicators", "compute_alpha_factor", "TakeAction")
-MAX_TURNS = 16
-"""Assistant replies a day allows by default (the prompt states the limit; training passes it to verl)."""
 TOOL_TEXT_LIMIT = 4096
 """Characters of one tool text a trainer must let through (verl's ``max_tool_response_length``): room for
 every tool's own budget."""

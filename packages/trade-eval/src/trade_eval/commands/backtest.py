@@ -12,7 +12,7 @@ import click
 from trade_core.errors import TradeError
 from trade_core.params import ISO_DATE, settings_from
 from trade_eval.memorisation import ANONYMIZE, MODEL_CUTOFF
-from trade_tools.episode import MAX_TURNS
+from trade_tools.limits import MAX_TURNS
 
 
 def _pool_file(path: Path) -> list[str]:

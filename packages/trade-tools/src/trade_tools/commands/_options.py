@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from trade_core.params import ISO_DATE
-from trade_tools.episode import Episode
+
+if TYPE_CHECKING:
+    from trade_tools.episode import Episode
 
 
 def day_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -57,6 +59,7 @@ def open_episode(
     anonymize: bool,
 ) -> Episode:
     from trade_data.store import MarketStore
+    from trade_tools.episode import Episode
     from trade_tools.tasks import day_task, parse_holdings
 
     store = MarketStore.load(data)
