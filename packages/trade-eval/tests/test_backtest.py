@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from pathlib import Path
 
@@ -146,6 +147,20 @@ def test_dividends_are_settled_in_cash_at_the_ex_date_close(backtest, real_store
         assert record.value_before == pytest.approx(record.nav) and record.cash == pytest.approx(
             before.cash + record.dividends
         )
+
+
+def test_the_cost_basis_moves_to_the_ex_dates_price_basis(backtest, real_store: MarketStore) -> None:
+    """A cost carried raw over an ex-date sits above the day's prices by the dividend (paid in cash already): the
+    prompt read it as a loss beside get_price_data's forward-adjusted closes. Divided by the factor's ratio, it is
+    on the day's basis; other days keep it."""
+    records = backtest(60).simulate(Hold(), RunSettings())
+    paid = 0
+    for before, record in itertools.pairwise(records):
+        for symbol, cost in before.cost.items():
+            ratio = real_store.asof(record.date).factor(symbol) / real_store.asof(before.date).factor(symbol)
+            paid += ratio > 1
+            assert record.cost[symbol] == pytest.approx(cost / max(ratio, 1.0), rel=1e-12), (record.date, symbol)
+    assert paid  # the window has ex-dates of held stocks
 
 
 def test_the_pool_keeps_members_that_trade_and_held_stocks_stay_tradable(real_store: MarketStore) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -122,9 +123,12 @@ def test_portfolios_are_whole_lots_at_the_previous_close(
     assert {len(t.holdings) for t in tasks} == set(range(6))
     held = [(t.date, s, c) for t in tasks[::15] for s, c in t.cost_basis.items()][:8]
     assert held
-    for day, symbol, cost in held:  # by hand: the raw close of the last traded day before T0
-        bars = real_table[(real_table["symbol"] == symbol) & (real_table["date"] < pd.Timestamp(day))]
-        assert cost == pytest.approx(bars[bars["volume"] > 0]["close"].iloc[-1], abs=1e-6)
+    for day, symbol, cost in held:  # by hand: the last traded close before T0, on T0's basis (ex-dates: ex-right)
+        bars = real_table[(real_table["symbol"] == symbol) & (real_table["date"] <= pd.Timestamp(day))]
+        traded = bars[bars["volume"] > 0]
+        before = traded[traded["date"] < pd.Timestamp(day)].iloc[-1]
+        expected = math.floor(before["close"] * before["factor"] / traded["factor"].iloc[-1] * 100 + 0.5 + 1e-9) / 100
+        assert cost == pytest.approx(expected, abs=1e-6)
 
 
 def test_the_same_seed_gives_the_same_bytes(built: Path, real_dataset: Path, tmp_path: Path) -> None:

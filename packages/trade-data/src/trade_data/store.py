@@ -21,7 +21,7 @@ import pandas as pd
 
 from trade_data.bar_tables import BarTable, BarTables
 from trade_data.cache import dataset_fingerprint
-from trade_data.columns import PRICE_FIELDS, limit_hits, store_arrays
+from trade_data.columns import PRICE_FIELDS, limit_hits, round_cents, store_arrays
 from trade_data.errors import DatasetError
 from trade_data.qlib_dir import (
     DatasetMeta,
@@ -353,10 +353,13 @@ class PointInTimeView:
         return float(bars.close[-1])
 
     def previous_close(self, symbol: str) -> float | None:
-        """Raw close of the last traded day before T0 (a cost basis for holdings); None if there is none."""
-        bars = self.window(symbol, 2, adjusted=False)
+        """The close of the last traded day before T0 on T0's price basis, rounded to the cent: the exchanges'
+        ex-right reference, and the cost basis of a holding bought then. It is the raw close but on an ex-date,
+        where the raw close would read the dividend as a loss beside the T0-based prices the tools show; None if
+        there is none."""
+        bars = self.window(symbol, 2)
         before = bars.close[bars.dates < np.datetime64(self.date)]
-        return float(before[-1]) if before.size else None
+        return float(round_cents(before[-1] / self.factor(symbol))) if before.size else None
 
     def series(self, symbol: str, name: str = "close", *, adjusted: bool = True) -> np.ndarray:
         """One field over every calendar day up to T0 (NaN when not traded), for index-style maths."""

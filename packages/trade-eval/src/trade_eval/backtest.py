@@ -7,7 +7,8 @@ Conventions (the README states them too):
 - Each day is a fresh conversation: a :class:`~trade_tools.records.Task` with the carried shares (all
   sellable: T+1 resets each morning), their average cost and the cash. Corporate actions between two closes
   are settled in cash at the ex-date close: ``cash += shares x raw close x (factor_today / factor_before - 1)``,
-  so dividends and bonus shares keep the total return the adjusted prices (and the reward) see.
+  so dividends and bonus shares keep the total return the adjusted prices (and the reward) see; the cost basis
+  moves to the ex-date's price basis (``cost / (factor_today / factor_before)``), the one the tools' prices use.
 - The pool is drawn once (seeded) from the universe's members trading on the first day, or read from a
   file; each day it is those still members (a file's stocks: still listed) and trading that day, and held
   stocks can always be traded (``Episode.in_pool``).
@@ -143,27 +144,28 @@ class Backtest:
         today = [s for s in self.pool if s in members and not view.is_suspended(s)]
         return today or self.pool
 
-    def dividends(self, account: Account, index: int) -> float:
-        """Cash for the corporate actions of held stocks since the previous close (the ex-date close).
+    def ex_rights(self, account: Account, index: int) -> dict[str, float]:
+        """``factor today / factor at the previous close`` of each held stock with a corporate action since then.
 
         Dividends and bonus shares raise the backward-adjustment factor; a factor that falls is a data
         correction, not something a holder pays, and settles nothing (it could take the cash below zero).
         """
         before = self.store.asof(self.dates[index - 1] if index else self.base_date)
         view = self.store.asof(self.dates[index])
-        cash = 0.0
-        for symbol, shares in account.holdings.items():
-            ratio = view.factor(symbol) / before.factor(symbol)
-            if ratio > 1:
-                cash += round(shares * view.last_close(symbol) * (ratio - 1), 2)
-        return cash
+        ratios = {symbol: view.factor(symbol) / before.factor(symbol) for symbol in account.holdings}
+        return {symbol: ratio for symbol, ratio in ratios.items() if ratio > 1}
 
     def open_day(self, policy: Policy, account: Account, index: int) -> tuple[TradingDay, float]:
-        dividends = self.dividends(account, index)
+        """The day's Episode on ``account`` after the corporate actions at its close: cash for them, and each cost
+        basis moved to the day's price basis (divided by the ratio), as the prices the tools show are; kept raw,
+        the cost read the dividend as a loss beside them."""
         date = self.dates[index]
+        view, rights = self.store.asof(date), self.ex_rights(account, index)
+        dividends = sum((round(account.holdings[s] * view.last_close(s) * (r - 1), 2) for s, r in rights.items()), 0.0)
+        cost = {symbol: price / rights.get(symbol, 1.0) for symbol, price in account.cost.items()}
         task = Task(
             task_id=f"backtest-{date}", date=date, pool=self.day_pool(index), holdings=account.holdings,
-            cost_basis=account.cost, cash=account.cash + dividends, universe=self.universe, anonymized=self.anonymize,
+            cost_basis=cost, cash=account.cash + dividends, universe=self.universe, anonymized=self.anonymize,
         )  # fmt: skip
         episode = Episode.start(task, self.store, rules=self.rules, settings=self.settings)
         return TradingDay(episode, None if policy.reads_prompt else []), dividends
@@ -206,7 +208,7 @@ class Backtest:
             nav=episode.value_before if failure else episode.value(),
             cash=episode.task.cash if failure else episode.cash,
             holdings=account.holdings if failure else {s: p.shares for s, p in held},
-            cost=account.cost if failure else {s: p.cost for s, p in held},
+            cost=episode.task.cost_basis if failure else {s: p.cost for s, p in held},
             value_before=episode.value_before,
             dividends=dividends,
             fees=sum(f.fees for f in fills),

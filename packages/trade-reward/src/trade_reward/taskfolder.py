@@ -62,7 +62,10 @@ class SamplerSettings(BaseModel):
     holding_weight: tuple[float, float] = WEIGHT_RANGE
     lot_size: int
     star_min_shares: int
-    cost_basis: str = "previous close (raw close of the last traded day before T0)"
+    cost_basis: str = (
+        "previous close on T0's price basis (the raw close of the last traded day before T0; on an ex-date the "
+        "exchanges' ex-right reference)"
+    )
     horizon: int = HORIZON
 
 
