@@ -137,6 +137,8 @@ def test_cli_bad_file_is_one_line_and_existing_dataset_untouched(tmp_path: Path)
     before = _tree_digest(out)
     bad = tmp_path / "bad.csv"
     bad.write_text(BAD_TABLES["high < low"])
+    empty = tmp_path / "empty.csv"  # its header only
+    empty.write_text(GOOD_CSV.splitlines(keepends=True)[0])
     run = run_trade("data", "import", str(bad), "--out", str(out))
     assert run.code == 2 and "Traceback" not in run.err
     [line] = run.err.strip().splitlines()
@@ -144,6 +146,7 @@ def test_cli_bad_file_is_one_line_and_existing_dataset_untouched(tmp_path: Path)
     assert _tree_digest(out) == before
     for args, expected in [
         (["data", "import", str(tmp_path / "nope.parquet"), "--out", str(out)], "no such file"),
+        (["data", "import", str(empty), "--out", str(out)], "empty.csv: the table has no rows (a row per bar: date,"),
         (["data", "import", str(good), "--out", str(out), "--universe", "csi300"], "is not NAME=FILE"),
         (["data", "import", str(good), "--out", str(out), "--calendar", str(bad)], "not one YYYY-MM-DD date per line"),
         (["data", "info", str(tmp_path)], "is not a dataset"),

@@ -26,7 +26,7 @@ from trade_data.qlib_dir import (
     read_universe,
     write_dataset,
 )
-from trade_data.table import NUMBERS, china_today, read_table, stored_values, validate_table
+from trade_data.table import COLUMNS, NUMBERS, china_today, read_table, stored_values, validate_table
 
 log = structlog.get_logger("trade.data.import")
 _SHOWN = 3
@@ -63,6 +63,8 @@ def import_table(
         )
     universes = {name: read_instruments_file(Path(path)) for name, path in (universe_files or {}).items()}
     table = validate_table(read_table(source), calendar=calendar, today=today, source=str(source))
+    if table.empty:  # merged, it would rewrite the dataset (and its provenance) to no effect
+        raise DataValidationError(f"{source}: the table has no rows", hint=f"a row per bar: {','.join(COLUMNS)}")
     with dataset_lock(out):
         if is_dataset(out):
             table, calendar, universes = _merge_existing(
