@@ -6,6 +6,9 @@ The ms-swift encoding of the rows is checked in test_swift_lora.py (`tox -e swif
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +123,20 @@ def test_swift_flags_replace_by_name_and_keep_their_values() -> None:
     }  # fmt: skip
     with pytest.raises(TradeError, match="swift argument 'lora' follows no --flag"):
         parse_flags(["lora", "--max_steps", "2"])
+
+
+ROOT_README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def test_the_root_readmes_distil_lines_run_as_written(prompted_run: Path, tmp_path: Path) -> None:
+    """The quick tour's filter and export lines, on a model's backtest at ``runs/trader`` (lines that need a
+    model folder, ``/models/...``, or an install are the swift tests' own)."""
+    block = re.search(r"### Distil.*?```bash\n(.*?)```", ROOT_README.read_text(encoding="utf-8"), re.S)
+    assert block is not None
+    lines = [line for line in block.group(1).splitlines() if line.startswith("trade ") and "/models/" not in line]
+    assert [shlex.split(line)[:3] for line in lines] == [["trade", "distill", "filter"], ["trade", "distill", "export"]]
+    shutil.copytree(prompted_run, tmp_path / "runs" / "trader")
+    for line in lines:
+        run = run_trade(*shlex.split(line)[1:], cwd=tmp_path)
+        assert run.code == 0, (line, run.err)
+    assert rows(tmp_path / "data" / "train.jsonl")
