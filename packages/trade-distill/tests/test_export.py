@@ -21,7 +21,7 @@ from trade_core.cli import build_cli
 from trade_core.errors import TradeError
 from trade_core.plugins import get_manager
 from trade_core.testing import run_trade
-from trade_tools.trajectory import read_trajectories, write_trajectories
+from trade_tools.trajectory import BOM, read_trajectories, write_trajectories
 
 
 def trade(*args: str) -> Any:
@@ -140,3 +140,17 @@ def test_the_root_readmes_distil_lines_run_as_written(prompted_run: Path, tmp_pa
         run = run_trade(*shlex.split(line)[1:], cwd=tmp_path)
         assert run.code == 0, (line, run.err)
     assert rows(tmp_path / "data" / "train.jsonl")
+
+
+def test_the_days_before_a_last_line_cut_short_are_exported(prompted_run: Path, tmp_path: Path) -> None:
+    lines = (prompted_run / "trajectories.jsonl").read_bytes().splitlines(keepends=True)
+    killed = tmp_path / "killed.jsonl"
+    killed.write_bytes(BOM + b"".join(lines[:2]) + lines[2][:-30])
+    out = tmp_path / "train.jsonl"
+    done = trade("distill", "export", str(killed), "--out", str(out))
+    assert done.exit_code == 0, done.output
+    assert done.stdout.splitlines() == [
+        "read 2 trajectories from 1 input(s); left out 1 last line(s) cut short",
+        f"wrote 2 rows -> {out}",
+    ]
+    assert done.stderr.startswith(f"warning: {killed}:3: the last line is cut short (") and len(rows(out)) == 2

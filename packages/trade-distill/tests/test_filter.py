@@ -17,7 +17,15 @@ from trade_core.cli import build_cli
 from trade_core.hookspecs import hookimpl
 from trade_core.plugins import get_manager
 from trade_core.testing import inline_plugin
-from trade_tools.trajectory import FunctionCall, Message, ToolCall, Trajectory, read_trajectories, write_trajectories
+from trade_tools.trajectory import (
+    BOM,
+    FunctionCall,
+    Message,
+    ToolCall,
+    Trajectory,
+    read_trajectories,
+    write_trajectories,
+)
 
 WINNER, LOSER = "test-2025-07-01-0", "test-2025-07-01-1"
 
@@ -166,3 +174,19 @@ def test_every_call_the_episode_refuses_as_malformed_is_found(name: str, argumen
     clean = by_task(tasks_run)[WINNER]
     assert MalformedCalls().reason(clean, {}) is None
     assert MalformedCalls().reason(refused_call(clean, name, arguments), {}) == "malformed tool call"
+
+
+def test_a_last_line_cut_short_is_left_out_with_a_warning_and_a_bom_is_read(tasks_run: Path, tmp_path: Path) -> None:
+    """A run killed mid-write leaves its last line cut short, and some editors save a BOM: either refused the
+    whole file. A line cut short with lines after it is still an error."""
+    lines = (tasks_run / "trajectories.jsonl").read_bytes().splitlines(keepends=True)
+    killed = tmp_path / "killed.jsonl"
+    killed.write_bytes(BOM + b"".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
+    done = distill(str(killed), "--dry-run")
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith("read 3 trajectories from 1 input(s); left out 1 last line(s) cut short\n")
+    assert done.stderr.startswith(f"warning: {killed}:4: the last line is cut short (") and "left out" in done.stderr
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(lines[0] + lines[3][: len(lines[3]) // 2] + b"\n" + lines[1])
+    done = distill(str(broken), "--dry-run")
+    assert done.exit_code == 2 and done.stderr.startswith(f"error: {broken}:2: not a trajectory ("), done.stderr

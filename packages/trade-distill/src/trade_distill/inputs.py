@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import click
+
 from trade_core.errors import TradeError
-from trade_tools.trajectory import Trajectory, read_trajectories
+from trade_tools.trajectory import CutShort, Trajectory, read_trajectories
 
 FOLDER_LAYOUTS = ("trajectories.jsonl", "trajectories/*.jsonl", "rollouts/trajectories/*.jsonl")
 """Where a run folder keeps trajectories: trade eval (backtest, tasks); verl's rollout folder or training run."""
@@ -25,6 +28,29 @@ def trajectory_files(source: Path) -> list[Path]:
     raise TradeError(f"{source}: no trajectories found", hint=f"looked for {', '.join(FOLDER_LAYOUTS)}")
 
 
-def read_sources(sources: Sequence[Path]) -> list[Trajectory]:
-    """Every trajectory of ``sources``, in order."""
-    return [t for source in sources for path in trajectory_files(source) for t in read_trajectories(path)]
+@dataclass
+class Inputs:
+    """What the inputs held: their trajectories in order, and the last lines left out as cut short."""
+
+    sources: int
+    trajectories: list[Trajectory] = field(default_factory=list)
+    cut_short: list[CutShort] = field(default_factory=list)
+
+    def report(self) -> None:
+        """A warning per line left out, then how many trajectories were read (and lines left out)."""
+        for cut in self.cut_short:
+            click.echo(f"warning: {cut.message}: left out (a run killed mid-write, or one still writing)", err=True)
+        skipped = f"; left out {len(self.cut_short)} last line(s) cut short" if self.cut_short else ""
+        click.echo(f"read {len(self.trajectories)} trajectories from {self.sources} input(s){skipped}")
+
+
+def read_sources(sources: Sequence[Path]) -> Inputs:
+    """Every trajectory of ``sources``, in order. A file whose last line is cut short (its writer was killed
+    mid-line, or is still writing it) gives the lines before it; every other malformed line is an error."""
+    inputs = Inputs(len(sources))
+    for path in [path for source in sources for path in trajectory_files(source)]:
+        try:
+            inputs.trajectories.extend(read_trajectories(path))
+        except CutShort as cut:
+            inputs.cut_short.append(cut)
+    return inputs

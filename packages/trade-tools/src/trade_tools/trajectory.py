@@ -97,16 +97,33 @@ def write_trajectories(path: Path, trajectories: Iterable[Trajectory]) -> Path:
     return Path(path)
 
 
+class CutShort(TradeError):
+    """A trajectory file's last line is not a whole record and no newline ends it: a writer killed mid-line."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: the last line is cut short ({problem})", hint="a writer killed mid-line left it")
+        self.where = where
+
+
+BOM = b"\xef\xbb\xbf"
+"""UTF-8's byte order mark, which some editors put before the first line."""
+
+
 def read_trajectories(path: Path) -> Iterator[Trajectory]:
-    """Read a JSONL file of any version; a malformed line is an error naming the file and line number."""
+    """Read a JSONL file of any version (after a BOM, if it starts with one); a malformed line is an error
+    naming the file and line number: a :class:`CutShort` one for a last line without its newline, which
+    readers of run folders still being written, or left by a killed run, may skip."""
     path = Path(path)
     if not path.is_file():
         raise TradeError(f"{path}: no such trajectory file")
-    with open(path, encoding="utf-8") as handle:
+    with open(path, "rb") as handle:
         for number, line in enumerate(handle, start=1):
-            if not line.strip():
+            record = line.removeprefix(BOM) if number == 1 else line
+            if not record.strip():
                 continue
             try:
-                yield Trajectory.model_validate_json(line)
+                yield Trajectory.model_validate_json(record)
             except ValidationError as error:
+                if not line.endswith(b"\n"):
+                    raise CutShort(f"{path}:{number}", error_line(error)) from None
                 raise TradeError(f"{path}:{number}: not a trajectory ({error_line(error)})") from None

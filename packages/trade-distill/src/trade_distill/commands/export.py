@@ -46,12 +46,12 @@ def export_command(sources: tuple[Path, ...], out: Path, strip_thinking: bool, m
     """
     if model is None and (template or max_length or over_length):
         raise TradeError("--template, --max-length and --over-length set the ms-swift check", hint="add --model DIR")
-    trajectories = read_sources(sources)
-    rows = [agent_row(t, strip_thinking=strip_thinking) for t in trajectories]
+    inputs = read_sources(sources)
+    rows = [agent_row(t, strip_thinking=strip_thinking) for t in inputs.trajectories]
     if not rows:
         raise TradeError("no trajectories to export", hint="check the inputs (and what `trade distill filter` kept)")
     lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in rows]
-    click.echo(f"read {len(rows)} trajectories from {len(sources)} input(s)")
+    inputs.report()
     if model is not None:
         lines = checked(lines, model, template, max_length or MAX_LENGTH, over_length or "error")
     atomic_write(out, "".join(lines))

@@ -29,10 +29,10 @@ def filter_command(
     """Keep the good trajectories of RUN_DIR_OR_FILE... (trade eval runs, verl rollouts, trajectory files)."""
     chosen = [FILTERS.get(name) for name in rules] or [FILTERS.get(item.name) for item in BUILTIN_FILTERS]
     options = configure(chosen, settings_from(pairs, example="nav-return.threshold=0.01"))
-    trajectories = read_sources(sources)
-    kept, removed = apply(trajectories, chosen, options)
+    inputs = read_sources(sources)
+    kept, removed = apply(inputs.trajectories, chosen, options)
     width = max(len(rule.name) for rule in chosen)
-    click.echo(f"read {len(trajectories)} trajectories from {len(sources)} input(s)")
+    inputs.report()
     for rule, rule_options, result in zip(chosen, options, removed, strict=True):
         why = ", ".join(f"{count} {reason}" for reason, count in result.reasons.most_common())
         settings = " ".join(f"{key}={value}" for key, value in rule_options.items())
