@@ -192,6 +192,34 @@ def test_a_missing_run_folder_or_an_unwritable_out_is_one_line(runs: dict[str, P
     assert len(done.err.strip().splitlines()) == 1
 
 
+def test_the_report_goes_into_its_run_folder_and_replaces_nothing_without_force(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Written into the current folder, a second run's report replaced the first one's without a word."""
+    run, cwd = tmp_path / "hold", tmp_path / "elsewhere"
+    shutil.copytree(runs["hold"], run)
+    cwd.mkdir()
+    done = run_trade("eval", "report", str(run), cwd=cwd)
+    assert done.code == 0, done.err
+    assert {p.name for p in run.iterdir()} >= {"report.html", "nav.png", "drawdown.png"} and not any(cwd.iterdir())
+    page = (run / "report.html").read_bytes()
+    again = run_trade("eval", "report", str(run), str(runs["scripted"]), cwd=cwd)
+    assert again.code == 2 and again.err.startswith(f"error: {run / 'report.html'} exists (an earlier report?)")
+    assert "--force" in again.err and len(again.err.splitlines()) == 1 and (run / "report.html").read_bytes() == page
+    (cwd / "nav.png").write_bytes(b"my chart")
+    beside = run_trade("eval", "report", str(run), "--out", str(cwd / "new.html"))
+    assert beside.code == 2 and f"{cwd / 'nav.png'} exists" in beside.err and not (cwd / "new.html").exists()
+    assert run_trade("eval", "report", str(run), "--force").code == 0
+
+
+def test_a_folder_with_nothing_to_report_is_an_error(runs: dict[str, Path], tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = run_trade("eval", "report", str(runs["hold"]), str(empty), "--out", str(tmp_path / "r.html"))
+    assert done.code == 2 and done.err.startswith(f"error: {empty}: nothing to report (no finished day, no summary")
+    assert len(done.err.splitlines()) == 1 and not (tmp_path / "r.html").exists() and not any(empty.iterdir())
+
+
 def test_several_runs_side_by_side_on_their_common_days(runs: dict[str, Path], tmp_path: Path) -> None:
     loaded = [load_run(runs[name]) for name in ("scripted", "hold", "momentum")]
     lines, dates = chart_lines(loaded)

@@ -15,21 +15,37 @@ from trade_core.errors import TradeError, error_line
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("report.html"),
-    show_default=True,
-    help="The HTML file; nav.png and drawdown.png are written beside it.",
+    help="The HTML file; nav.png and drawdown.png are written beside it. Default: report.html in the first run folder.",
 )
-def report_command(run_dirs: tuple[Path, ...], out: Path) -> None:
+@click.option("--force", is_flag=True, help="Replace a report (or its charts) already there.")
+def report_command(run_dirs: tuple[Path, ...], out: Path | None, force: bool) -> None:
     """Report on backtest runs: NAV against the baselines and CSI300, drawdown, metrics with their conventions,
     each day's positions, trades and conversation. Several runs are compared on the dates they all have.
 
-    A run still being written or damaged is shown as far as it can be read, with its problems listed.
+    A run still being written or damaged is shown as far as it can be read, with its problems listed; a folder
+    with no finished day and no summary is an error.
+
+    \b
+    trade eval report runs/trader                     # runs/trader/report.html
+    trade eval report runs/trader runs/other --out compare.html
     """
-    from trade_eval.report.page import write_report
+    from trade_eval.report.page import chart_paths, write_report
     from trade_eval.report.runs import load_run
 
     started = time.perf_counter()
     runs = [load_run(path) for path in run_dirs]
+    for run in runs:
+        if not run.days and run.summary is None:
+            raise TradeError(
+                f"{run.path}: nothing to report (no finished day, no summary.json)",
+                hint="name the --out folder of a trade eval backtest",
+            )
+    out = out or run_dirs[0] / "report.html"
+    there = [path for path in (out, *chart_paths(out).values()) if path.exists()]
+    if there and not force:
+        raise TradeError(
+            f"{there[0]} exists (an earlier report?)", hint="--force replaces it, or --out names another file"
+        )
     try:
         files = write_report(runs, out)
     except OSError as error:

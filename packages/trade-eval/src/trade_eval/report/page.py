@@ -304,10 +304,15 @@ def render(runs: list[Run], lines: list[Line], dates: list[str], charts: dict[st
     )
 
 
+def chart_paths(out: Path) -> dict[str, Path]:
+    """Where :func:`write_report` puts the charts of the page ``out``."""
+    return {name: out.with_name(f"{name}.png") for name in ("nav", "drawdown")}
+
+
 def write_report(runs: list[Run], out: Path | str) -> ReportFiles:
     """Write the HTML page to ``out`` and nav.png, drawdown.png beside it, each atomically."""
     out = Path(out)
     lines, dates = chart_lines(runs)
     charts = {"nav": nav_chart(lines), "drawdown": drawdown_chart(lines)} if lines else {}
-    paths = {name: atomic_write(out.with_name(f"{name}.png"), png) for name, png in charts.items()}
+    paths = {name: atomic_write(chart_paths(out)[name], png) for name, png in charts.items()}
     return ReportFiles(atomic_write(out, render(runs, lines, dates, charts)), paths)
