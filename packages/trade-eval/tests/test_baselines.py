@@ -10,7 +10,7 @@ import pytest
 
 from trade_data.store import MarketStore
 from trade_eval.backtest import Backtest
-from trade_eval.policies.baselines import BASELINES, EqualWeight, Hold, Momentum, OracleSignal, Random
+from trade_eval.policies.baselines import BASELINES, EqualWeight, Hold, Momentum, OracleSignal, Random, rebalance
 from trade_eval.policy import Policy, RunSettings
 from trade_eval.runfolder import DayRecord
 from trade_tools.episode import Episode
@@ -127,3 +127,25 @@ def test_random_is_seeded_by_the_seed_and_the_date(backtest, real_store: MarketS
                 Task(task_id="t", date=day, pool=pool, holdings={"SH600519": 100}, cash=5e5)]  # fmt: skip
     drawn = [Random().weights(Episode.start(task, real_store), RunSettings(seed=3)) for task in mornings]
     assert drawn[0] == drawn[1]  # the draw depends on the seed and the date, not on the portfolio
+
+
+def test_when_the_cash_runs_short_buys_fill_largest_deviation_first_and_the_last_is_cut(
+    backtest, real_store: MarketStore
+) -> None:
+    """The README's rule, on targets adding up to more than the morning's value (as 100% and fees do)."""
+    run = backtest(1)
+    t = real_store.day_index(run.dates[0])
+    cheap = [s for s in run.day_pool(0) if last_bar(real_store, s, t)[0] < 100]  # a lot is under 1% of the value
+    free = [s for s in cheap if not real_store.limit_up[t, real_store.symbols.index(s)]][:4]
+    task = Task(task_id="short", date=run.dates[0], pool=free, cash=1_000_000.0, universe="csi300")
+    episode = Episode.start(task, real_store)
+    weights = dict(zip(free, [0.30, 0.39, 0.37, 0.35], strict=True))  # 141% of the morning's value
+    for name, arguments in rebalance(episode, weights, ""):
+        episode.call(name, arguments)
+    buys = [a for a in episode.actions if a.type == "buy"]
+    assert [a.symbol for a in buys][:3] == [free[1], free[2], free[3]] and all(a.accepted for a in buys)
+    lot = {s: 100 * last_bar(real_store, s, t)[0] for s in free}
+    for action in buys[:2]:
+        assert abs(action.fill.gross - weights[action.symbol] * 1_000_000) < 1.01 * lot[action.symbol]
+    assert buys[2].fill.gross < weights[free[3]] * 1_000_000 - 10 * lot[free[3]]  # cut to the cash left
+    assert episode.cash < 1.001 * min(lot.values()) + 5  # not one more lot of any of them

@@ -121,5 +121,6 @@ def test_the_table_prints_the_conventions_beside_the_metrics(real_dataset: Path,
     header = next(line for line in run.out.splitlines() if line.startswith("metric"))
     assert header.split() == ["metric", "momentum", "hold", "equal-weight", "CSI300"]
     assert "Sharpe (238 d/yr, rf 1.50%)" in run.out
+    assert "volatility (238 d/yr, ddof=1)" in run.out and "std of daily returns (ddof=1)" in run.out
     [folder] = (tmp_path / "runs").iterdir()
     assert folder.name == "momentum-2025-06-20-5d-seed0"

@@ -135,8 +135,8 @@ def performance(
         theirs = returns(other)
         row[f"excess_return_{name}"] = float(total - (other[-1] / other[0] - 1))
         row[f"information_ratio_{name}"] = _ratio(r - theirs, n)
-        if name == "vs_hold":
-            row["win_rate_vs_hold"] = float(np.mean(r > theirs)) if r.size else None
+        if name == "vs_hold":  # hold against itself has no day to win: "0.00%" read as "never beats hold"
+            row["win_rate_vs_hold"] = float(np.mean(r > theirs)) if r.size and not np.array_equal(r, theirs) else None
     return row
 
 
@@ -235,7 +235,7 @@ def trading_note(counts: Any) -> str:
 METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
     ("total_return", "total return", "pct"),
     ("annualised_return", "annualised return ({n} d/yr)", "pct"),
-    ("volatility", "volatility ({n} d/yr)", "upct"),
+    ("volatility", "volatility ({n} d/yr, ddof=1)", "upct"),
     ("sharpe", "Sharpe ({n} d/yr, rf {rf})", "num"),
     ("max_drawdown", "max drawdown", "pct"),
     ("drawdown_peak", "drawdown peak", "text"),
@@ -250,7 +250,7 @@ METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
     ("alpha", "alpha vs CSI300 (intercept x {n} d/yr)", "pct"),
     ("r2_equal_weight", "R^2 on equal-weight pool", "upct"),
     ("mean", "mean daily return", "pct"),
-    ("std", "std of daily returns", "upct"),
+    ("std", "std of daily returns (ddof=1)", "upct"),
     ("turnover", "turnover per day", "upct"),
     ("fees", "fees (CNY)", "cny"),
     ("costs", "fees + slippage (CNY)", "cny"),
