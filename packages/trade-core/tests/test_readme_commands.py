@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -70,3 +72,39 @@ def test_a_readme_command_parses(where: str, args: list[str]) -> None:
     if args[0] not in cli.commands:
         pytest.skip(f"the plugin of `trade {args[0]}` is not installed here")
     parse(cli, args)
+
+
+OUTPUTS = ("out", "save", "run_dir")
+"""The options through which a command writes: ``--out``, ``--save``, ``--run-dir``."""
+
+
+def written(cli: click.Group, args: list[str]) -> list[str]:
+    """What a README command writes: its output options' values as given, else their defaults, and the files
+    an option's help says go beside it ("nav.png and drawdown.png are written beside it")."""
+    ctx, command, words = click.Context(cli), cli, list(args)
+    while isinstance(command, click.Group) and words and (found := command.get_command(ctx, words[0])):
+        command, words = found, words[1:]
+    paths = []
+    for param in command.params:
+        if param.name not in OUTPUTS or not isinstance(param, click.Option):
+            continue
+        given = [words[n + 1] for n, word in enumerate(words[:-1]) if word in param.opts]
+        value = given[-1] if given else param.default
+        if isinstance(value, str | Path) and not str(value).startswith(("/", "$", "~")):
+            beside = re.findall(r"\b[\w-]+\.png\b", param.help or "")
+            paths += [str(value), *(str(Path(value).with_name(name)) for name in beside)]
+    return paths
+
+
+@pytest.mark.skipif(not (REPO / ".git").exists() or shutil.which("git") is None, reason="needs the git checkout")
+def test_what_the_readme_examples_write_is_ignored_by_git() -> None:
+    """`git status` after the READMEs' examples listed data/, report.html, nav.png, drawdown.png and quickstart/."""
+    cli = build_cli(get_manager())
+    paths = sorted({path for _, args in COMMANDS if args[0] in cli.commands for path in written(cli, args)})
+    assert {"Q", "runs/trader", "quickstart", "tiny-qwen3", "data/synth_filtered.jsonl"} <= set(paths)
+    asked = "".join(f"{path}\n{path}/\n" for path in paths)  # a file, or a folder (a pattern may name folders only)
+    command = ["git", "check-ignore", "--no-index", "--stdin"]
+    checked = subprocess.run(command, input=asked, cwd=REPO, capture_output=True, text=True, check=False)
+    assert checked.stderr == ""
+    ignored = {path.rstrip("/") for path in checked.stdout.splitlines()}
+    assert [path for path in paths if path not in ignored] == []
