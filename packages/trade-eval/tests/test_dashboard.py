@@ -175,7 +175,7 @@ def test_the_run_list_shows_every_kind_with_headline_numbers(server: Served) -> 
     for name in ("scripted", "hold", "tasks-scripted", "train/grpo"):
         assert f'href="/run?run={name}"' in html
     row = re.search(r'run=scripted".*?</tr>', html, re.S).group(0)  # type: ignore[union-attr]
-    assert "5 / 5 days" in row and "CSI300" in row and re.search(r"failed</span> 1", row)
+    assert "5 / 5 days" in row and "CSI300" in row and "failed days</span> 1" in row
     assert "reward bucketed" in html and "2 steps" in html
 
 
@@ -251,6 +251,38 @@ def test_training_steps_with_a_click_to_their_trajectories(server: Served) -> No
     assert status == 200 and html.count("/day?run=train/grpo&amp;step=2&amp;n=") == 3
     status, html = server.get("/day?" + q("train/grpo", step=2, n=2))
     assert status == 200 and "step 2" in html and "get_price_data" in html
+
+
+class Idle(Policy):
+    """Returns without a call: each day is played but left without stop (the Episode records it as failed)."""
+
+    name = "idle"
+    description = "returns at once"
+
+    async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
+        return DayUsage(requests=1)
+
+
+def test_states_and_rates_read_as_what_they_are(root: Path, real_store: MarketStore, tmp_path: Path) -> None:
+    """A day played and left open read "done · failed", a share of stopped episodes "stop rate +100.00%", and a
+    run's "failed" counted its unstopped days as failed ones."""
+    runs = tmp_path / "runs"
+    shutil.copytree(root / "tasks-scripted", runs / "tasks-scripted")
+    backtest_run(real_store, runs / "idle", Idle(), days=3)
+    served = Served(runs)
+    try:
+        _, listing = served.get("/")
+        idle = re.search(r'run=idle".*?</tr>', listing, re.S).group(0)  # type: ignore[union-attr]
+        assert "failed days</span> 0" in idle and "not ended by stop</span> 3" in idle
+        tasks = re.search(r'run=tasks-scripted".*?</tr>', listing, re.S).group(0)  # type: ignore[union-attr]
+        assert "stop rate</span> 100.00%" in tasks
+        for page in ("/run?" + q("idle"), "/day?" + q("idle", n=0), "/run?" + q("tasks-scripted")):
+            status, html = served.get(page)
+            assert status == 200 and " · failed" not in html and " · stopped" not in html, page
+        assert "<td>not stopped</td>" in served.get("/run?" + q("idle"))[1]
+        assert "<td>done</td>" in served.get("/run?" + q("tasks-scripted"))[1]
+    finally:
+        served.close()
 
 
 def test_a_training_run_without_metrics_lines_gets_them_from_its_records(root: Path, tmp_path: Path) -> None:

@@ -59,7 +59,8 @@ def test_benchmarks_give_excess_return_information_ratio_and_win_rate() -> None:
 def test_undefined_numbers_are_none() -> None:
     flat = performance([100.0, 100.0, 100.0], DATES[:3], Conventions(), {"vs_hold": [100.0, 100.0, 100.0]})
     assert flat["sharpe"] is None and flat["calmar"] is None and flat["information_ratio_vs_hold"] is None
-    assert flat["max_drawdown"] == 0 and flat["win_rate_vs_hold"] == 0
+    assert flat["max_drawdown"] == 0 and flat["win_rate_vs_hold"] is None  # hold itself: no day to win or lose
+    assert performance(NAV, DATES, Conventions(), {"vs_hold": list(NAV)})["win_rate_vs_hold"] is None
     one = performance([100.0, 101.0], DATES[:2], Conventions())
     assert one["volatility"] is None and one["sharpe"] is None
 

@@ -10,6 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from markupsafe import escape
 
@@ -18,7 +19,8 @@ from trade_data.store import MarketStore
 from trade_eval.backtest import Backtest, new_manifest, run_backtest
 from trade_eval.policies.baselines import Hold, Momentum
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
-from trade_eval.report.page import chart_lines, write_report
+from trade_eval.report.charts import Line, chart
+from trade_eval.report.page import chart_lines, pct, write_report
 from trade_eval.report.runs import load_run
 from trade_tools.day import TradingDay
 
@@ -244,7 +246,7 @@ def test_several_runs_side_by_side_on_their_common_days(runs: dict[str, Path], t
     assert "start: each line from its NAV at the close of 2025-06-23" in html
     common = html[html.index('id="metrics-common"') : html.index('id="metrics-1"')]
     assert "intervals [lo, hi]: 95% percentile intervals, stationary bootstrap" in common
-    assert re.search(r"[+-]\d+\.\d+% \[[+-]\d+\.\d+%, [+-]\d+\.\d+%\]", common)  # a total return with its interval
+    assert re.search(r"[+-]\d+\.\d+% \[[+-]\d+\.\d+%,\s[+-]\d+\.\d+%\]", common)  # a total return with its interval
     for index, name in enumerate(("scripted", "hold", "momentum"), start=1):
         assert f'id="run-{index}"' in html and f"Days: {name}" in html
 
@@ -279,8 +281,20 @@ def chromium() -> str | None:
     return os.environ.get("TRADE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def fits(page) -> None:  # type: ignore[no-untyped-def]
+    """At the page's width nothing sticks out: no table reaches past the window, the CSI300 column included."""
+    width = page.evaluate("document.documentElement.clientWidth")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for table in page.locator("table.grid").all():
+        assert table.evaluate("t => t.getBoundingClientRect().right") <= width
+    for column in page.locator("table.metrics thead th", has_text="CSI300").all():
+        assert column.is_visible() and column.evaluate("th => th.getBoundingClientRect().right") <= width
+
+
 @pytest.mark.slow
-def test_the_report_in_headless_chromium(report: Path, tmp_path: Path) -> None:
+def test_the_report_in_headless_chromium(report: Path, runs: dict[str, Path], tmp_path: Path) -> None:
+    """At 1,400 px: the page, its metrics (the several runs' table has eight columns), a day and its
+    conversation."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the system browser is used)")
     browser_path = chromium()
     if browser_path is None:
@@ -300,9 +314,15 @@ def test_the_report_in_headless_chromium(report: Path, tmp_path: Path) -> None:
         names = metrics.locator("thead th").all_inner_texts()[1:]
         assert names == ["scripted", "hold", "equal-weight", "momentum", "CSI300"]
         first = metrics.locator("tbody tr").first.inner_text()
-        assert first.startswith("total return") and re.search(r"[+-]\d+\.\d\d% \[[+-]\d+\.\d\d%, [+-]", first)
+        assert first.startswith("total return") and re.search(r"[+-]\d+\.\d\d% \[[+-]\d+\.\d\d%,\s[+-]", first)
         assert page.get_by_text("intervals [lo, hi]: 95% percentile intervals").first.is_visible()
         metrics.screenshot(path=tmp_path / "metrics.png")
+        fits(page)
+        cells = page.locator("#runs tbody tr").first.locator("td").all_inner_texts()
+        first_run = dict(zip(page.locator("#runs thead th").all_inner_texts(), cells, strict=True))
+        said = {row.split("\t")[0]: row.split("\t")[1] for row in metrics.locator("tbody tr").all_inner_texts()}
+        for column, label in (("Failed days", "failed days"), ("Not ended by stop", "days not ended by stop")):
+            assert first_run[column] == said[label], column  # the runs table and the metrics count alike
         day = page.locator("details.day").first
         conversation = day.locator("details.conversation")
         assert not conversation.is_visible()
@@ -314,10 +334,16 @@ def test_the_report_in_headless_chromium(report: Path, tmp_path: Path) -> None:
         assert HOSTILE in conversation.locator("details.reasoning pre").first.inner_text()
         assert "SH999999 不在股票池中" in day.locator("table.refused").inner_text()
         day.screenshot(path=tmp_path / "day.png")
+        compared = [load_run(runs[name]) for name in ("scripted", "hold", "momentum")]
+        page.goto(write_report(compared, tmp_path / "compared" / "report.html").html.as_uri())
+        assert len(page.locator("#metrics-common thead th").all()) == 9  # labels, 3 policies, 4 baselines, CSI300
+        fits(page)
+        page.locator("#metrics-common").screenshot(path=tmp_path / "compared.png")
         browser.close()
     assert dialogs == []  # no model text ran as a script
     assert requests and all(url.startswith(("file://", "data:")) for url in requests)
-    assert all((tmp_path / name).stat().st_size > 10_000 for name in ("top.png", "metrics.png", "day.png"))
+    shots = ("top.png", "metrics.png", "day.png", "compared.png")
+    assert all((tmp_path / name).stat().st_size > 10_000 for name in shots)
 
 
 def test_every_interval_stands_beside_its_value_with_the_method_below(report: Path, runs: dict[str, Path]) -> None:
@@ -326,9 +352,9 @@ def test_every_interval_stands_beside_its_value_with_the_method_below(report: Pa
     row = summary["rows"]["scripted"]
     for key in ("total_return", "mean", "excess_return_vs_index"):
         (lo, hi), value = row[f"{key}_ci"], row[key]
-        assert f"{value:+.2%} [{lo:+.2%}, {hi:+.2%}]" in html, key
+        assert f"{pct(value)} [{pct(lo)},\u00a0{pct(hi)}]" in html, key  # the interval holds together
     lo, hi = row["sharpe_ci"]
-    assert f"{row['sharpe']:,.2f} [{lo:,.2f}, {hi:,.2f}]" in html
+    assert f"{row['sharpe']:,.2f} [{lo:,.2f},\u00a0{hi:,.2f}]" in html
     assert f"<li>intervals [lo, hi]: {summary['conventions']['ci']}</li>" in html
 
 
@@ -342,3 +368,16 @@ def test_a_run_without_intervals_still_renders(runs: dict[str, Path], tmp_path: 
     (old / "summary.json").write_text(json.dumps(summary))
     html = write_report([load_run(old)], tmp_path / "report.html").html.read_text(encoding="utf-8")
     assert f"{summary['rows']['hold']['total_return']:+.2%}</td>" in html and "intervals [lo, hi]" not in html
+
+
+@pytest.mark.parametrize("days", [1, 3, 20, 60])
+def test_the_charts_tick_whole_days_however_short_the_run(days: int) -> None:
+    """On a few days the automatic locator went down to hours: "12:00" ticks between daily closes."""
+    dates = [str(day.date()) for day in pd.bdate_range("2025-06-19", periods=days + 1)]
+    lines = [
+        Line("p", dates, [1e6 * (1 + 0.01 * k) for k in range(len(dates))]),
+        Line("CSI300", dates, [1.0] * len(dates)),
+    ]
+    for kind in ("nav", "drawdown"):
+        labels = [tick.get_text() for tick in chart(lines, kind).axes[0].get_xticklabels()]
+        assert len(labels) >= 2 and not any(":" in label for label in labels), labels

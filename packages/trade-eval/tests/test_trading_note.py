@@ -140,7 +140,7 @@ def test_the_dashboard_notes_it_beside_the_return(runs: Path) -> None:
 
     listing, page = asyncio.run(pages())
     row = {name: re.search(rf'run={name}".*?</tr>', listing, re.S).group(0) for name in ("idle", "broken", "hold")}  # type: ignore[union-attr]
-    assert re.search(rf"return</span> [+-]\d+\.\d+% — {re.escape(NEVER)}", row["idle"])
+    assert re.search(rf"return</span> [+-]?\d+\.\d+% — {re.escape(NEVER)}", row["idle"])  # 0.00% has no sign
     assert f"— {FAILED}" in row["broken"]
     assert "never traded" not in row["hold"] and "every call failed" not in row["hold"]
     assert f'<td class="n">{NEVER}</td>' in page

@@ -274,7 +274,7 @@ def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
         assert record.prompt == Episode.start(record.task, real_store).messages() != reference.prompt
         text = "\n".join(m["content"] for m in record.prompt)
         assert re.search(r"(?i)(SH|SZ|BJ)\d{6}|\d{4}-\d{2}-\d{2}|\b\d{2}-\d{2}\b", text) is None, text
-        assert "交易日T0：T0" in text and "市场状态（截至T0收盘" in text
+        assert "交易日：T0（" in text and "T0：T0" not in text and "市场状态（截至T0收盘" in text
     assert read_manifest(tmp_path / "anon").anonymized and not read_manifest(tmp_path / "plain").anonymized
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from trade_data.store import MarketStore
+from trade_tools import text
 from trade_tools.episode import Episode
 from trade_tools.tasks import day_task
 from trade_tools.text import MAX_PERIOD
@@ -182,3 +183,11 @@ def test_price_every_period_against_the_raw_table(open_day, real_table: pd.DataF
         high, low = highs.tail(period).idxmax(), lows.tail(period).idxmin()
         assert f"最高{highs[high]:.2f}({rows['date'][high]:%Y-%m-%d})" in text, (period, text)
         assert f"最低{lows[low]:.2f}({rows['date'][low]:%Y-%m-%d})" in text, (period, text)
+
+
+def test_a_change_that_rounds_to_zero_has_no_sign() -> None:
+    """A -0.0006% day read ``涨跌-0.00%`` (and ``↓0.00%``): a loss where there is none."""
+    for tiny in (-0.000006, 0.000006, -0.00004999, 0.0):
+        assert (text.pct(tiny), text.mark(tiny)) == ("0.00%", "→0.00%"), tiny
+    assert (text.pct(-0.0001), text.mark(-0.0001)) == ("-0.01%", "↓0.01%")
+    assert (text.pct(0.0123), text.mark(0.0123)) == ("+1.23%", "↑1.23%")

@@ -69,6 +69,7 @@ def default_system(episode: Episode) -> str:
 
 
 def default_user(episode: Episode) -> str:
+    """The day's facts. An anonymized day is named T0 alone (its date would read ``交易日T0：T0``)."""
     view, task = episode.view, episode.task
     rows = []
     for symbol in episode.shown_order(sorted(episode.positions)):
@@ -80,7 +81,7 @@ def default_user(episode: Episode) -> str:
         )
     return "\n".join(
         [
-            f"交易日T0：{task.date}（所有订单以今日收盘价成交）",
+            ("交易日：T0" if episode.aliases else f"交易日T0：{task.date}") + "（所有订单以今日收盘价成交）",
             f"组合总值：{episode.value_before:,.2f}元；可用现金：{episode.cash:,.2f}元",
             "当前持仓：" + ("\n" + "\n".join(rows) if rows else "空仓"),
             f"股票池（{len(task.pool)}只）：{', '.join(episode.shown_order(task.pool))}",

@@ -36,8 +36,14 @@ def price(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f}"
 
 
+def signed_pct(value: float) -> str:
+    """``+1.23%`` / ``-1.23%``, and ``0.00%`` for what rounds to zero (``-0.00%`` read as a loss)."""
+    shown = f"{value:+.2%}"
+    return "0.00%" if shown in ("+0.00%", "-0.00%") else shown
+
+
 def pct(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value:+.2%}"
+    return "-" if math.isnan(value) else signed_pct(value)
 
 
 def lots(shares: float) -> str:
@@ -59,4 +65,5 @@ def day(value: np.datetime64) -> str:
 def mark(change: float) -> str:
     if math.isnan(change):
         return "-"
-    return ("↑" if change > 0 else "↓" if change < 0 else "→") + f"{abs(change):.2%}"
+    shown = f"{abs(change):.2%}"
+    return ("→" if shown == "0.00%" else "↑" if change > 0 else "↓") + shown

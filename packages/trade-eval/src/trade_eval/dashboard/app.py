@@ -25,7 +25,7 @@ from trade_eval.dashboard.folders import RunFolder, discover
 from trade_eval.dashboard.play import Plays
 from trade_eval.dashboard.state import RunState, States
 from trade_eval.report.charts import nav_chart
-from trade_eval.report.page import chart_lines, cny, count, num, pct, sign
+from trade_eval.report.page import chart_lines, cny, count, num, pct, sign, state
 from trade_eval.report.runs import Run, finite
 from trade_eval.runfolder import DAYS, DayRecord
 from trade_eval.tasks_eval import EPISODES
@@ -44,7 +44,7 @@ _ENV = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )  # fmt: skip
-_ENV.filters.update(cny=cny, pct=pct, num=num, count=count, sign=sign)
+_ENV.filters.update(cny=cny, pct=pct, num=num, count=count, sign=sign, state=state)
 
 
 def page(name: str, **context: Any) -> web.Response:

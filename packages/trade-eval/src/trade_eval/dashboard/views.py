@@ -13,7 +13,7 @@ from trade_core.errors import error_line
 from trade_eval.dashboard.records import Line
 from trade_eval.dashboard.state import RunState
 from trade_eval.metrics import trading, trading_note
-from trade_eval.report.page import conventions_lines, message_view, metrics_table, orders_view
+from trade_eval.report.page import conventions_lines, message_view, metrics_table, orders_view, pct
 from trade_eval.report.runs import finite
 from trade_eval.runfolder import DAYS, DayRecord
 from trade_eval.tasks_eval import EPISODES, EpisodeRecord
@@ -115,7 +115,7 @@ def headline(state: RunState) -> dict[str, Any]:
         if metrics:
             last = metrics[-1]
             row["numbers"] = [("reward", _num(last.get("trade/reward/score/mean"))),
-                              ("stop rate", _pct(last.get("trade/stop_rate")))]  # fmt: skip
+                              ("stop rate", pct(last.get("trade/stop_rate"), signed=False))]  # fmt: skip
         return row
     lines = state.records()
     values = [line.value for line in lines if line.value]
@@ -125,30 +125,29 @@ def headline(state: RunState) -> dict[str, Any]:
         found = summary.value or {}
         means = found.get("mean_reward") or {}
         row["numbers"] = [(f"reward {k}", _num(v)) for k, v in means.items()] + [
-            ("stop rate", _pct(found.get("stop_rate")))
+            ("stop rate", pct(found.get("stop_rate"), signed=False))
         ]
         return row
     planned = len(settings.get("dates") or [])
     row["count"] = f"{len(values)}{f' / {planned}' if planned else ''} days"
     cash, nav = finite(settings.get("initial_cash")), finite(values[-1].get("nav")) if values else None
     note = trading_note(trading(values))
-    shown = _pct(nav / cash - 1 if nav is not None and cash else None)
+    shown = pct(nav / cash - 1 if nav is not None and cash else None)
     row["numbers"] = [("return", f"{shown} — {note}" if note else shown)]
     rows = (summary.value or {}).get("rows")
     if isinstance(rows, dict) and isinstance(rows.get("CSI300"), dict):
-        row["numbers"].append(("CSI300", _pct(rows["CSI300"].get("total_return"))))
-    row["numbers"].append(("failed", str(sum(_flagged(v) for v in values))))
+        row["numbers"].append(("CSI300", pct(rows["CSI300"].get("total_return"))))
+    failed, unstopped = (
+        sum(v.get("status") == "failed" for v in values),
+        sum(v.get("episode_status") != "stopped" for v in values),
+    )
+    row["numbers"] += [("failed days", str(failed)), ("not ended by stop", str(unstopped))]  # the metrics' counts
     return row
 
 
 def _num(value: Any) -> str:
     number = finite(value)
     return "–" if number is None else f"{number:+.4f}"
-
-
-def _pct(value: Any) -> str:
-    number = finite(value)
-    return "–" if number is None else f"{number:+.2%}"
 
 
 def summary_view(state: RunState) -> dict[str, Any]:

@@ -9,6 +9,7 @@ Labels are names of runs and policies; a CJK font is added to the fallback list 
 from __future__ import annotations
 
 import io
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,6 +17,8 @@ import matplotlib
 import matplotlib.dates as mdates
 import numpy as np
 from matplotlib import font_manager
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
@@ -53,7 +56,7 @@ def _fonts() -> list[str]:
     return ["DejaVu Sans", *(f for f in CJK_FONTS if f in installed)]
 
 
-def _figure(title: str) -> tuple[Figure, object]:
+def _figure(title: str) -> tuple[Figure, Axes]:
     figure = Figure(figsize=(10, 4.2), dpi=110, layout="constrained")
     axes = figure.add_subplot()
     axes.set_title(title, loc="left", fontsize=11)
@@ -61,10 +64,17 @@ def _figure(title: str) -> tuple[Figure, object]:
     axes.set_axisbelow(True)
     axes.spines[["top", "right"]].set_visible(False)
     axes.yaxis.set_major_formatter(PercentFormatter(1.0))
-    locator = mdates.AutoDateLocator(maxticks=10)
+    return figure, axes
+
+
+def _date_axis(axes: Axes, lines: list[Line]) -> None:
+    """Ticks on whole days: on a short run the automatic locator goes down to hours ("12:00"), which daily
+    closes do not have."""
+    days = np.array([d for line in lines for d in line.dates], dtype="datetime64[D]")
+    span = int((days.max() - days.min()).astype(int)) if days.size else 0
+    locator = mdates.DayLocator(interval=max(1, span // 8)) if span < 30 else mdates.AutoDateLocator(maxticks=10)
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    return figure, axes
 
 
 def _style(line: Line, color: str) -> dict[str, object]:
@@ -81,9 +91,22 @@ def _png(figure: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def _plot(lines: list[Line], title: str, values_of: str, *, fill: bool, legend: str) -> bytes:
-    with matplotlib.rc_context({"font.family": _fonts(), "font.size": 9}):
+def chart(lines: list[Line], kind: Literal["nav", "drawdown"]) -> Figure:
+    """The figure of :func:`nav_chart` or :func:`drawdown_chart`, drawn (its tick labels set)."""
+    if kind == "nav":
+        title = "Cumulative return from the base close (after fees)"
+        return _plot(lines, title, "growth", fill=False, legend="upper left")
+    return _plot(lines, "Drawdown from the running peak", "drawdown", fill=True, legend="lower left")
+
+
+def _fonts_and_size() -> AbstractContextManager[None]:
+    return matplotlib.rc_context({"font.family": _fonts(), "font.size": 9})
+
+
+def _plot(lines: list[Line], title: str, values_of: str, *, fill: bool, legend: str) -> Figure:
+    with _fonts_and_size():
         figure, axes = _figure(title)
+        _date_axis(axes, lines)
         colors = iter(matplotlib.color_sequences["tab10"])
         fill = fill and sum(line.kind == "policy" for line in lines) == 1
         for line in lines:
@@ -96,14 +119,17 @@ def _plot(lines: list[Line], title: str, values_of: str, *, fill: bool, legend: 
         axes.axhline(0, color="#999999", linewidth=0.8)
         if lines:
             axes.legend(loc=legend, frameon=False, ncols=min(len(lines), 6), fontsize=8)
-        return _png(figure)
+        FigureCanvasAgg(figure).draw()
+        return figure
 
 
 def nav_chart(lines: list[Line]) -> bytes:
     """Cumulative return of each line from its first date, as a PNG."""
-    return _plot(lines, "Cumulative return from the base close (after fees)", "growth", fill=False, legend="upper left")
+    with _fonts_and_size():
+        return _png(chart(lines, "nav"))
 
 
 def drawdown_chart(lines: list[Line]) -> bytes:
     """Drawdown from the running peak of each line, as a PNG (the area under a lone policy's filled)."""
-    return _plot(lines, "Drawdown from the running peak", "drawdown", fill=True, legend="lower left")
+    with _fonts_and_size():
+        return _png(chart(lines, "drawdown"))

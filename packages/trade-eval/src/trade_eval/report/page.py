@@ -26,6 +26,7 @@ from trade_eval.report.runs import NavSeries, Run, finite
 from trade_eval.runfolder import DayRecord
 from trade_eval.uncertainty import Bootstrap, intervals
 from trade_tools.episode import Episode
+from trade_tools.text import signed_pct
 from trade_tools.trajectory import Message, Trajectory
 
 FEES_NOTE = (
@@ -60,7 +61,7 @@ def cny(value: Any) -> str:
 
 def pct(value: Any, signed: bool = True) -> str:
     number = finite(value)
-    return "–" if number is None else f"{number:+.2%}" if signed else f"{number:.2%}"
+    return "–" if number is None else signed_pct(number) if signed else f"{number:.2%}"
 
 
 def num(value: Any, digits: int = 2) -> str:
@@ -78,7 +79,17 @@ def sign(value: Any) -> str:
     return "" if not number else "up" if number > 0 else "down"
 
 
-_ENV.filters.update(cny=cny, pct=pct, num=num, count=count, sign=sign)
+def state(record: Any) -> str:
+    """How a day or episode ended, in one word: ``failed`` when the policy could not play it, else ``done``,
+    ``truncated`` or ``not stopped`` (left without TakeAction(stop), which the Episode records as failed:
+    "done · failed" read as a contradiction)."""
+    if record.get("status") == "failed":
+        return "failed"
+    ended = record.get("episode_status")
+    return "done" if ended == "stopped" else "truncated" if ended == "truncated" else "not stopped"
+
+
+_ENV.filters.update(cny=cny, pct=pct, num=num, count=count, sign=sign, state=state)
 
 
 # -- the parts of the page -------------------------------------------------------------------------
@@ -91,11 +102,12 @@ def _format(value: Any, kind: str) -> str:
 
 
 def _cell(row: dict[str, Any], key: str, kind: str) -> str:
-    """A metric followed by its confidence interval (``<key>_ci``) when the row has a readable one."""
+    """A metric followed by its confidence interval (``<key>_ci``) when the row has a readable one. The interval
+    holds together (a no-break space) and may go under its value: many columns then still fit the page."""
     ci = row.get(f"{key}_ci")
     text = _format(row.get(key), kind)
     if isinstance(ci, list) and len(ci) == 2 and None not in map(finite, ci):
-        return f"{text} [{_format(ci[0], kind)}, {_format(ci[1], kind)}]"
+        return f"{text} [{_format(ci[0], kind)},\u00a0{_format(ci[1], kind)}]"
     return text
 
 
