@@ -19,6 +19,12 @@ def test_help_imports_no_numpy_or_pandas(args: list[str], tmp_path: Path) -> Non
     assert imports_of(*args, tmp_path=tmp_path) & {"numpy", "pandas"} == set()
 
 
+@pytest.mark.parametrize("args", [["tools", "list"], ["tools", "list", "--json"]])
+def test_listing_the_tools_imports_no_numpy_or_pandas(args: list[str], tmp_path: Path) -> None:
+    """Names, descriptions and schemas are declarations: only a tool's ``run`` needs the arrays."""
+    assert imports_of(*args, tmp_path=tmp_path) & {"numpy", "pandas"} == set()
+
+
 def test_list_shows_the_four_tools() -> None:
     run = run_trade("tools", "list", "--json")
     assert run.code == 0, run.err

@@ -6,9 +6,10 @@ import datetime as dt
 import re
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 SYMBOL_PATTERN = re.compile(r"^(SH|SZ|BJ)\d{6}$")
 CHINEXT_20PCT_FROM = dt.date(2020, 8, 24)
@@ -81,6 +82,8 @@ def limit_fractions(
     symbols: Sequence[str], days: Sequence[dt.date], limits: Sequence[PriceLimit] = PRICE_LIMITS
 ) -> np.ndarray:
     """[day, symbol] daily limit fractions (NaN for indices), read once per day and board."""
+    import numpy as np  # here only: the rest of this module is what a code says, read by light commands too
+
     boards = np.array([board_of(s) for s in symbols])
     fractions = np.full((len(days), len(symbols)), np.nan)
     for i, day in enumerate(days):

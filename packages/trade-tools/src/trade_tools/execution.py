@@ -10,11 +10,15 @@ applies fills.
 
 from __future__ import annotations
 
-from trade_data.store import PointInTimeView
+from typing import TYPE_CHECKING
+
 from trade_data.symbols import Board, board_of
 from trade_tools.portfolio import MAX_CASH, MAX_SHARES, Fill, Position
 from trade_tools.rules import ExecutionRules
 from trade_tools.text import shown
+
+if TYPE_CHECKING:
+    from trade_data.store import PointInTimeView
 
 
 class Refused(Exception):

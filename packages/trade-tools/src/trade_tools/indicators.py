@@ -6,7 +6,8 @@ the whole table is computed once per dataset version over every bar (:data:`INDI
 trade-data bar table, memory-mapped and shared by every process) and a view reads the row of the
 symbol's last traded day up to T0, exactly what computing on the bars up to T0 gives. Price-level
 indicators are kept on the adjusted scale; the tool divides by T0's factor to show them on T0's raw
-price scale (forward-adjusted to T0), comparable with the latest close.
+price scale (forward-adjusted to T0), comparable with the latest close. The names and what each means
+are in :mod:`trade_tools.indicator_names`.
 """
 
 from __future__ import annotations
@@ -16,19 +17,7 @@ import pandas as pd
 
 from trade_data.bar_tables import BarTable
 from trade_data.store import Bars, PointInTimeView
-
-PRICE_LEVEL = ("MA5", "MA10", "MA20", "MA60", "EMA12", "EMA26", "VWAP", "MACD_DIF", "MACD_DEA", "MACD_HIST",
-               "BOLL_UPPER", "BOLL_MID", "BOLL_LOWER", "ATR_14")  # fmt: skip
-RATIOS = ("VOL_20", "ROC_5", "ROC_20", "VOL_RATIO_5_20", "RSI_14")
-INDICATORS = (*PRICE_LEVEL, *RATIOS)
-DESCRIPTIONS = {
-    "MA5": "5日均价", "MA10": "10日均价", "MA20": "20日均价", "MA60": "60日均价",
-    "EMA12": "12日指数均价", "EMA26": "26日指数均价", "VWAP": "5日成交量加权均价",
-    "MACD_DIF": "MACD快线DIF(EMA12-EMA26)", "MACD_DEA": "MACD慢线DEA(DIF的9日EMA)", "MACD_HIST": "MACD柱(2×(DIF-DEA))",
-    "BOLL_UPPER": "布林上轨(20日,2σ)", "BOLL_MID": "布林中轨", "BOLL_LOWER": "布林下轨", "ATR_14": "14日平均真实波幅",
-    "VOL_20": "20日日收益率标准差", "ROC_5": "5日涨跌幅", "ROC_20": "20日涨跌幅",
-    "VOL_RATIO_5_20": "5日/20日均量比", "RSI_14": "14日RSI(Wilder)",
-}  # fmt: skip
+from trade_tools.indicator_names import INDICATORS
 
 
 def _compute(frame: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -87,3 +76,8 @@ def latest(view: PointInTimeView, symbol: str) -> dict[str, float]:
             row = rows[-1] if len(rows) else np.full(len(INDICATORS), np.nan, dtype=np.float32)
         view.memo[key] = {name: float(value) for name, value in zip(INDICATORS, row, strict=True)}
     return view.memo[key]  # type: ignore[return-value]
+
+
+def daily_changes(close: np.ndarray) -> np.ndarray:
+    """Each bar's change against the bar before it (NaN for the first)."""
+    return close / np.concatenate([[np.nan], close[:-1]]) - 1

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 import re
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from trade_tools.tool import ToolError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_PERIOD = 250
 SHOWN = 40

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from trade_tools.episode import Episode
 from trade_tools.tool import Arguments, Tool, ToolError
+
+if TYPE_CHECKING:
+    from trade_tools.episode import Episode
 
 FACTOR_GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
     (

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
+from typing import TYPE_CHECKING
+
 from pydantic import Field
 
-from trade_data.summary import INDEX_NAMES
 from trade_tools import text
-from trade_tools.anonymize import INDEX_LEVEL
-from trade_tools.builtins.price import daily_changes, period_start
-from trade_tools.episode import Episode
+from trade_tools.builtins.price import period_start
 from trade_tools.tool import Arguments, Tool, ToolError
+
+if TYPE_CHECKING:
+    from trade_tools.episode import Episode
 
 
 class MacroArgs(Arguments):
@@ -28,6 +30,10 @@ class GetMacroIndicators(Tool):
     budget = 800
 
     def run(self, episode: Episode, args: MacroArgs) -> str:
+        from trade_data.summary import INDEX_NAMES
+        from trade_tools.anonymize import INDEX_LEVEL
+        from trade_tools.indicators import daily_changes
+
         view = episode.view
         index = (args.index or episode.task.index).strip().upper()  # default: the market state's index
         indices = view.indices()
@@ -51,13 +57,13 @@ class GetMacroIndicators(Tool):
                 else "均线缠绕（震荡）"
             )
             trend = f"MA5 {ma5:.2f} / MA20 {ma20:.2f}，{label}"
-        hi, lo = int(np.argmax(close)), int(np.argmin(close))
-        volatility = f"{np.std(returns, ddof=1):.2%}" if returns.size > 1 else "-"
+        hi, lo = int(close.argmax()), int(close.argmin())
+        volatility = f"{returns.std(ddof=1):.2%}" if returns.size > 1 else "-"
         name = INDEX_NAMES.get(index, index)
         lines = [
             f"## {name}({index}) 近{len(close)}个交易日（截至{view.date}收盘）",
             f"最新：收{close[-1]:.2f} 涨跌{text.pct(changes[-1])} 量{text.lots(bars.volume[-1])}",
-            f"区间涨跌{text.pct(close[-1] / levels[first - 1] - 1 if first else np.nan)}，日波动率{volatility}",
+            f"区间涨跌{text.pct(close[-1] / levels[first - 1] - 1 if first else math.nan)}，日波动率{volatility}",
             f"区间收盘最高{close[hi]:.2f}({text.day(dates[hi])}) 最低{close[lo]:.2f}({text.day(dates[lo])})",
             f"趋势：{trend}",
             "近5日："

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import Field
 
 from trade_tools import text
-from trade_tools.episode import Episode
-from trade_tools.indicators import DESCRIPTIONS, INDICATORS, PRICE_LEVEL, latest
+from trade_tools.indicator_names import DESCRIPTIONS, INDICATORS, PRICE_LEVEL
 from trade_tools.tool import EXAMPLE_SYMBOL, Arguments, Tool, ToolError
+
+if TYPE_CHECKING:
+    from trade_tools.episode import Episode
 
 DEFAULT_INDICATORS = ["MA5", "MA20", "MACD_DIF", "RSI_14", "VOL_20"]
 
@@ -35,6 +37,8 @@ class GetPriceData(Tool):
     budget = 1500
 
     def run(self, episode: Episode, args: PriceArgs) -> str:
+        from trade_tools.indicators import daily_changes, latest
+
         symbol = episode.check_symbol(args.symbol)
         days = text.parse_period(args.period)
         names = [n.strip().upper() for n in args.indicators]
@@ -57,7 +61,7 @@ class GetPriceData(Tool):
             status.append("今日收盘涨停")
         elif view.at_limit_down(symbol, episode.rules.price_limits):
             status.append("今日收盘跌停")
-        hi, lo = first + int(np.argmax(high[first:])), first + int(np.argmin(low[first:]))
+        hi, lo = first + int(high[first:].argmax()), first + int(low[first:].argmin())
         lines = [
             f"## {symbol} 近{len(bars) - first}个交易日行情（前复权至{view.date}）"
             + (f" [{'；'.join(status)}]" if status else ""),
@@ -81,11 +85,6 @@ class GetPriceData(Tool):
                 shown = _format(name, value)
                 lines.append(f"- {name}: {shown}（{DESCRIPTIONS[name]}）")
         return "\n".join(lines)
-
-
-def daily_changes(close: np.ndarray) -> np.ndarray:
-    """Each bar's change against the bar before it (NaN for the first)."""
-    return close / np.concatenate([[np.nan], close[:-1]]) - 1
 
 
 def period_start(bars: int, days: int) -> int:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
-from trade_tools.episode import Episode
 from trade_tools.execution import Refused, apply_fill, plan_order
 from trade_tools.portfolio import ActionRecord
 from trade_tools.text import shown
 from trade_tools.tool import Arguments, Tool
+
+if TYPE_CHECKING:
+    from trade_tools.episode import Episode
 
 
 class ActionArgs(Arguments):
