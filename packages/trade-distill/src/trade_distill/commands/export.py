@@ -10,8 +10,6 @@ import click
 
 from trade_core.errors import TradeError
 from trade_core.files import atomic_write
-from trade_distill.agent_rows import agent_row
-from trade_distill.inputs import read_sources
 from trade_distill.swift_models import AGENT_TEMPLATES
 
 MAX_LENGTH = 20480
@@ -44,6 +42,9 @@ def export_command(sources: tuple[Path, ...], out: Path, strip_thinking: bool, m
     trade distill export data/synth_filtered.jsonl --out data/swift_train.jsonl
     trade distill export data/synth_filtered.jsonl --model /models/Qwen3-4B --max-length 20480 --over-length drop
     """
+    from trade_distill.agent_rows import agent_row
+    from trade_distill.inputs import read_sources
+
     if model is None and (template or max_length or over_length):
         raise TradeError("--template, --max-length and --over-length set the ms-swift check", hint="add --model DIR")
     inputs = read_sources(sources)

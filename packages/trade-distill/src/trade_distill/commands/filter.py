@@ -7,10 +7,6 @@ from pathlib import Path
 import click
 
 from trade_core.params import settings_from
-from trade_distill.builtin import BUILTIN_FILTERS
-from trade_distill.filters import FILTERS, apply, configure
-from trade_distill.inputs import read_sources
-from trade_tools.trajectory import write_trajectories
 
 
 @click.command("filter")
@@ -27,6 +23,11 @@ def filter_command(
     sources: tuple[Path, ...], out: Path, rules: tuple[str, ...], pairs: tuple[str, ...], dry_run: bool
 ) -> None:
     """Keep the good trajectories of RUN_DIR_OR_FILE... (trade eval runs, verl rollouts, trajectory files)."""
+    from trade_distill.builtin import BUILTIN_FILTERS
+    from trade_distill.filters import FILTERS, apply, configure
+    from trade_distill.inputs import read_sources
+    from trade_tools.trajectory import write_trajectories
+
     chosen = [FILTERS.get(name) for name in rules] or [FILTERS.get(item.name) for item in BUILTIN_FILTERS]
     options = configure(chosen, settings_from(pairs, example="nav-return.threshold=0.01"))
     inputs = read_sources(sources)
