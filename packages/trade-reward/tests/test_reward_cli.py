@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from trade_core.testing import run_trade
+from trade_core.testing import imports_of, run_trade
 from trade_data.store import MarketStore
 from trade_reward.forward import ground_truth
 from trade_reward.outcome import outcome
@@ -72,6 +72,12 @@ def test_list_shows_the_built_in_schemes_with_their_settings() -> None:
     }
     text = run_trade("reward", "list").out
     assert "continuous  (trade-reward 0.1.0, plugin reward)" in text and "--set scale=50.0  (float)" in text
+
+
+@pytest.mark.parametrize("args", [("list",), ("list", "--json")])
+def test_listing_the_schemes_imports_no_numpy_or_pandas(args: tuple[str, ...], tmp_path: Path) -> None:
+    """A scheme's name, description and settings are declarations: only scoring reads an Episode."""
+    assert imports_of("reward", *args, tmp_path=tmp_path) & {"numpy", "pandas"} == set()
 
 
 def test_explain_plays_the_actions_and_matches_in_process_scoring(

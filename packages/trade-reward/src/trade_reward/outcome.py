@@ -16,13 +16,16 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from trade_core.errors import TradeError
-from trade_tools.episode import Episode
 from trade_tools.portfolio import MAX_CASH, MAX_SHARES
 from trade_tools.records import GroundTruth
+
+if TYPE_CHECKING:
+    from trade_tools.episode import Episode
 
 DEFAULT_WEIGHTS = (0.5, 0.3, 0.2)
 INVALID = "invalid_outcome"
