@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,8 @@ def test_a_real_symbol_does_not_trade_and_an_alias_trades_the_real_stock(real_st
     refused = episode.call("TakeAction", {"type": "buy", "symbol": symbol, "amount": 100})
     assert refused.startswith(f"订单被拒绝：{OTHER_SYMBOL} 不在股票池中") and episode.cash == plain.cash
     assert episode.call("get_price_data", {"symbol": symbol}).startswith(f"错误：{OTHER_SYMBOL} 不在股票池中")
-    episode.call("TakeAction", {"type": "buy", "symbol": episode.aliases.symbols[symbol], "amount": 100})  # type: ignore[union-attr]
+    units = math.ceil(100 / episode.price_scale(symbol))  # one real lot's worth of units
+    episode.call("TakeAction", {"type": "buy", "symbol": episode.aliases.symbols[symbol], "amount": units})  # type: ignore[union-attr]
     plain.call("TakeAction", {"type": "buy", "symbol": symbol, "amount": 100})
     assert episode.actions[-1].fill == plain.actions[-1].fill and episode.actions[-1].fill.symbol == symbol  # type: ignore[union-attr]
     assert episode.positions == plain.positions and episode.cash == plain.cash

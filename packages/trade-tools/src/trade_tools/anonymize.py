@@ -2,12 +2,15 @@
 
 A model pretrained on market text may remember what a stock or a day did. In an anonymized episode
 (``Task.anonymized``) the model sees a stable per-episode alias for each stock (its board kept: the price
-limits depend on it), a neutral name for each index, rebased index levels and trading days relative to T0;
-prices and money keep their scale (orders, lots and fees are in real CNY). The Episode translates at its
-boundary: the model's arguments on the way in (aliases to real symbols; any real code or date it types is
-masked first, so it can neither trade on a remembered code nor have a guess confirmed), every text on the
-way out (real symbols and calendar dates to aliases, unknown codes to a placeholder). The mapping is
-serialised with the Episode, so a trajectory can be read back with :meth:`Aliases.reveal`.
+limits depend on it), a neutral name for each index, trading days relative to T0 and no level that identifies
+a stock or a day: each stock's prices on its own scale (its T0 close mapped to a level drawn per episode), its
+volumes on another, indices rebased to 1000 at the T0 close and their volumes to a fixed level. Money stays real
+CNY, so a stock's quantities are in units of its scale (units x shown price = CNY; :meth:`Aliases.shares`
+turns an order into real shares). Every relative figure (returns, ratios, ranks) is the plain episode's. The
+Episode translates at its boundary: the model's arguments on the way in (aliases to real symbols; any real code
+or date it types is masked first, so it can neither trade on a remembered code nor have a guess confirmed),
+every text on the way out (real symbols and calendar dates to aliases, unknown codes to a placeholder). The
+mapping is serialised with the Episode, so a trajectory can be read back with :meth:`Aliases.reveal`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import functools
 import hashlib
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -25,6 +28,10 @@ from pydantic import BaseModel, Field
 from trade_data.summary import INDEX_NAMES
 from trade_data.symbols import Board, board_of
 from trade_tools.tool import EXAMPLE_SYMBOL
+
+if TYPE_CHECKING:
+    from trade_data.store import PointInTimeView
+    from trade_tools.rules import ExecutionRules
 
 BOARD_PREFIX = {Board.MAIN: "主板", Board.CHINEXT: "创业板", Board.STAR: "科创板", Board.BEIJING: "北交所"}
 """A stock alias is its board and a number drawn per episode: 主板017, 创业板003, 科创板105."""
@@ -34,6 +41,19 @@ EXAMPLE_ALIAS = "主板001"
 """The example code tool schemas show in anonymized mode (the same for every episode)."""
 OTHER_SYMBOL = "其他股票"
 """What a real code outside the episode (or one the model typed) reads as."""
+PRICE_LEVELS = (10.0, 100.0)
+"""An anonymized stock's T0 close is drawn log-uniform in this range (CNY per unit): no real level shows."""
+VOLUME_LEVELS = (1e6, 1e8)
+"""Its mean volume over the last :data:`VOLUME_DAYS` bars is drawn log-uniform in this range (shares)."""
+INDEX_VOLUME = 1e10
+"""An anonymized index's mean volume over the last :data:`VOLUME_DAYS` bars, shares: its volume dates the day."""
+VOLUME_DAYS = 20
+UNITS_TEXT = {
+    "（最新价即T0实际收盘价）": "，按本股的显示比例（见交易规则）",
+    "amount 股": "amount 单位",
+    "股数，正整数": "单位数，正整数（折算为真实整手成交，见交易规则）",
+}
+"""The tool descriptions' words for prices and quantities, as an anonymized episode's schemas say them."""
 SOME_DAY = "某日"
 SOME_YEAR = "某年"
 
@@ -56,6 +76,13 @@ def index_alias(symbol: str) -> str | None:
     return None if name is None else name if name.endswith("指数") else f"{name}指数"
 
 
+def _volume_scale(view: PointInTimeView, symbol: str, level: float) -> float:
+    """``level`` over the symbol's mean volume on its last traded bars (1 when it has none)."""
+    volume = view.window(symbol, VOLUME_DAYS).volume
+    mean = float(volume.mean()) if len(volume) else 0.0
+    return level / mean if mean > 0 else 1.0
+
+
 def hide_schemas(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tool schemas as every anonymized episode shows them: an alias as the example code, indices by name.
 
@@ -63,6 +90,8 @@ def hide_schemas(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
     write these when its tasks are anonymized.
     """
     text = json.dumps(schemas, ensure_ascii=False).replace(EXAMPLE_SYMBOL, EXAMPLE_ALIAS)
+    for plain, anonymized in UNITS_TEXT.items():
+        text = text.replace(plain, anonymized)
     for code, name in INDEX_NAMES.items():  # "SH000300 沪深300" reads "沪深300指数", not "沪深300指数 沪深300"
         if alias := index_alias(code):
             text = text.replace(f"{code} {name}", alias)
@@ -74,15 +103,40 @@ class Aliases(BaseModel):
 
     symbols: dict[str, str] = Field(description="pool, holdings and indices: real symbol -> alias")
     dates: dict[str, str] = Field(default_factory=dict, description="ISO date -> relative day, as shown so far")
+    prices: dict[str, float] = Field(
+        default_factory=dict, description="real symbol -> shown price / real price (T0 basis); absent: 1 (older files)"
+    )
+    volumes: dict[str, float] = Field(default_factory=dict, description="real symbol -> shown volume / real volume")
 
     @classmethod
-    def draw(cls, task_id: str, stocks: list[str], indices: list[str]) -> Aliases:
-        """Aliases seeded by the task id alone, so the same task gets the same ones wherever it is opened."""
+    def draw(cls, task_id: str, stocks: list[str], view: PointInTimeView) -> Aliases:
+        """Aliases and scales seeded by the task id alone, so the same task shows the same view wherever it is
+        opened. The scales are drawn levels over T0's real ones, so a shown level says nothing of the real one."""
         seed = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "little")
-        numbers = np.random.default_rng(seed).permutation(np.arange(1, 1000))
-        symbols = {s: f"{BOARD_PREFIX[board_of(s)]}{n:03d}" for s, n in zip(sorted(set(stocks)), numbers, strict=False)}
-        symbols |= {index: index_alias(index) or f"指数{k}" for k, index in enumerate(indices, start=1)}
-        return cls(symbols=symbols)
+        rng = np.random.default_rng(seed)
+        numbers = rng.permutation(np.arange(1, 1000))
+        stocks = sorted(set(stocks))
+        symbols = {s: f"{BOARD_PREFIX[board_of(s)]}{n:03d}" for s, n in zip(stocks, numbers, strict=False)}
+        symbols |= {index: index_alias(index) or f"指数{k}" for k, index in enumerate(view.indices(), start=1)}
+        levels = np.exp(rng.uniform(*np.log(PRICE_LEVELS), size=len(stocks))).round(2)
+        volumes = np.exp(rng.uniform(*np.log(VOLUME_LEVELS), size=len(stocks)))
+        prices = {s: float(level / view.last_close(s)) for s, level in zip(stocks, levels, strict=True)}
+        shown = dict(zip(stocks, volumes, strict=True)) | dict.fromkeys(view.indices(), INDEX_VOLUME)
+        return cls(symbols=symbols, prices=prices, volumes={s: _volume_scale(view, s, v) for s, v in shown.items()})
+
+    def price(self, symbol: str) -> float:
+        """Shown price / real price of ``symbol`` (per unit / per share, on T0's price basis)."""
+        return self.prices.get(symbol, 1.0)
+
+    def shares(self, units: int, symbol: str, *, sellable: int, rules: ExecutionRules) -> int:
+        """The real shares an order of ``units`` trades: whole lots at most its value (STAR: 1-share steps from
+        the minimum), or every sellable share when a sell names at least their whole units. Executing them is
+        the plain episode's order for them, so fills, fees and the reward are the same."""
+        exact = units * self.price(symbol)  # 1 unit = price-scale shares: units x shown price = shares x price
+        if sellable and units >= int(sellable / self.price(symbol) + 1e-9):
+            return sellable
+        step = 1 if board_of(symbol) is Board.STAR else rules.lot_size
+        return int(exact / step + 1e-9) * step
 
     def day(self, day: dt.date, calendar: np.ndarray) -> str:
         """``T0``, ``T-k`` for the k-th trading day before it, or a count of calendar days for any other date

@@ -116,7 +116,7 @@ class Episode(BaseModel):
         for symbol in [*task.pool, *task.holdings]:
             if not view.knows(symbol) or board_of(symbol) is Board.INDEX:
                 raise TradeError(f"task {task.task_id}: {symbol} is not a stock listed by {task.date}")
-        aliases = Aliases.draw(task.task_id, [*task.pool, *task.holdings], view.indices()) if task.anonymized else None
+        aliases = Aliases.draw(task.task_id, [*task.pool, *task.holdings], view) if task.anonymized else None
         positions = {}
         for symbol, shares in task.holdings.items():
             if shares <= 0:
@@ -162,6 +162,23 @@ class Episode(BaseModel):
     def hide(self, text: str) -> str:
         """``text`` as the model may read it: unchanged, or anonymized (:meth:`Aliases.hide`)."""
         return self.aliases.hide(text, self._calendar) if self.aliases else text  # type: ignore[arg-type]
+
+    def price_scale(self, symbol: str) -> float:
+        """Shown price / real price of ``symbol``: 1, or its per-episode scale when anonymized."""
+        return self.aliases.price(symbol) if self.aliases else 1.0
+
+    def volume_scale(self, symbol: str) -> float:
+        """Shown volume / real volume of ``symbol`` (a stock or an index): 1 unless anonymized."""
+        return self.aliases.volumes.get(symbol, 1.0) if self.aliases else 1.0
+
+    @property
+    def unit(self) -> str:
+        """What a quantity counts: shares, or units of each stock's scale when anonymized (units x price = CNY)."""
+        return "单位" if self.aliases else "股"
+
+    def count(self, symbol: str, shares: int) -> str:
+        """``shares`` of ``symbol`` as the model reads them, in :attr:`unit`: ``1200``, or ``37.50`` units."""
+        return f"{shares / self.price_scale(symbol):,.2f}" if self.aliases else str(shares)
 
     def shown_order(self, symbols: list[str]) -> list[str]:
         """``symbols`` in the order texts list them: as given, or by alias when anonymized (the order of the real

@@ -10,6 +10,7 @@ applies fills.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from trade_data.symbols import Board, board_of
@@ -50,8 +51,10 @@ def plan_order(
     positions: dict[str, Position],
     rules: ExecutionRules,
     value_before: float,
+    quantity: Callable[[int], str] = "{}股".format,
 ) -> Fill:
-    """The fill ``side amount symbol`` would get at the close, or :class:`Refused` with the reason."""
+    """The fill ``side amount symbol`` would get at the close, or :class:`Refused` with the reason; a reason
+    names shares as ``quantity`` writes them (an anonymized episode: in the model's units)."""
     if not 0 < amount <= MAX_SHARES:
         raise Refused(f"数量必须是正整数（最多{MAX_SHARES:,}股），收到{shown(amount)}")
     if view.is_suspended(symbol):
@@ -69,8 +72,8 @@ def plan_order(
             raise Refused(f"未持有{symbol}，不能卖出")
         if amount > sellable:
             bought_today = held.shares - held.sellable
-            note = f"（其中{bought_today}股为今日买入，T+1不可卖）" if bought_today else ""
-            raise Refused(f"可卖{symbol}仅{sellable}股{note}，收到{amount}股")
+            note = f"（其中{quantity(bought_today)}为今日买入，T+1不可卖）" if bought_today else ""
+            raise Refused(f"可卖{symbol}仅{quantity(sellable)}{note}，收到{quantity(amount)}")
         price = close * (1 - rules.slippage)
     else:
         price = close * (1 + rules.slippage)
@@ -97,7 +100,8 @@ def plan_order(
                 f"现金{cash:,.2f}元也不足以补足"
             )
         lots = int(cash // (price * rules.lot_size * (1 + rules.commission_rate + rules.transfer_fee_rate) + 1e-9))
-        raise Refused(f"现金不足：需要{-fill.cash_change:,.2f}元，可用{cash:,.2f}元（约可买{lots * rules.lot_size}股）")
+        need = f"需要{-fill.cash_change:,.2f}元，可用{cash:,.2f}元"
+        raise Refused(f"现金不足：{need}（约可买{quantity(lots * rules.lot_size)}）")
     if side == "buy" and rules.max_position_weight is not None:
         after = ((held.shares if held else 0) + amount) * close
         if after > rules.max_position_weight * value_before + 1e-6:

@@ -49,6 +49,10 @@ def _turn_limit(turns: int) -> str:
     )
 
 
+def _rules(episode: Episode) -> str:
+    return episode.rules.describe(episode.task.date, anonymized=episode.aliases is not None)
+
+
 ROLE = "你是一名A股量化交易分析师，负责在单个交易日T0对一个股票组合进行调仓，目标是让调仓后组合在未来三个交易日的收益超过不调仓。"  # noqa: E501
 
 
@@ -56,7 +60,7 @@ def default_system(episode: Episode) -> str:
     summary = market_summary(episode.view, index=episode.task.index, universe=episode.task.universe).to_text()
     parts = [
         ROLE,
-        "## 交易规则\n" + episode.rules.describe(episode.task.date) + "\n" + _turn_limit(episode.settings.max_turns),
+        "## 交易规则\n" + _rules(episode) + "\n" + _turn_limit(episode.settings.max_turns),
         "## 工作流程\n1. 阅读账户：持仓、现金、股票池\n2. 观察市场：大盘趋势、波动、宽度、活跃度、风格\n"
         "3. 调用工具分析：价格走势、技术指标或Alpha因子（数据截至T0收盘）\n"
         "4. 用 TakeAction 买入或卖出（可多笔），每笔写明 reasoning\n"
@@ -73,11 +77,12 @@ def default_user(episode: Episode) -> str:
     view, task = episode.view, episode.task
     rows = []
     for symbol in episode.shown_order(sorted(episode.positions)):
-        position, close = episode.positions[symbol], view.last_close(symbol)
+        position, close, scale = episode.positions[symbol], view.last_close(symbol), episode.price_scale(symbol)
         value = position.shares * close
         rows.append(
-            f"- {symbol}：{position.shares}股（可卖{position.sellable}），成本{position.cost:.2f}，"
-            f"T0收盘{close:.2f}，市值{value:,.2f}元（{value / episode.value_before:.1%}）"
+            f"- {symbol}：{episode.count(symbol, position.shares)}{episode.unit}"
+            f"（可卖{episode.count(symbol, position.sellable)}），成本{position.cost * scale:.2f}，"
+            f"T0收盘{close * scale:.2f}，市值{value:,.2f}元（{value / episode.value_before:.1%}）"
         )
     return "\n".join(
         [
@@ -101,10 +106,7 @@ def compact_system(episode: Episode) -> str:
     return "\n\n".join(
         [
             ("【合成数据】" if episode.view.synthetic else "") + ROLE,
-            "## 交易规则\n"
-            + episode.rules.describe(episode.task.date)
-            + "\n"
-            + _turn_limit(episode.settings.max_turns),
+            "## 交易规则\n" + _rules(episode) + "\n" + _turn_limit(episode.settings.max_turns),
             "## 工作流程\n1. 调用工具分析股票池（数据截至T0收盘）\n2. 用 TakeAction 买入或卖出\n"
             '3. 最后必须调用 TakeAction(type="stop")',
         ]

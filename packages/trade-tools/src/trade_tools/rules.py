@@ -58,21 +58,45 @@ class ExecutionRules(BaseModel):
     def commission(self, gross: float) -> float:
         return round(max(self.min_commission, gross * self.commission_rate), 2)
 
-    def describe(self, day: dt.date) -> str:
-        """The rules as the prompt states them (Chinese, one line each)."""
+    def describe(self, day: dt.date, *, anonymized: bool = False) -> str:
+        """The rules as the prompt states them (Chinese, one line each). Anonymized, they read the same on every
+        day: a rate or limit that changed on a known date would date T0, so each lists every value it has had,
+        and quantities read in units (:mod:`trade_tools.anonymize`)."""
         cap = (
             f"- 单只股票买入后市值不得超过组合总值的{self.max_position_weight:.0%}\n"
             if self.max_position_weight is not None
             else ""
         )
-        limits = "，".join(f"{BOARD_NAMES[b]}±{f * 100:g}%" for b, f in board_limits(day, self.price_limits).items())
+        if anonymized:
+            ever: dict[Board, list[float]] = {}
+            for limit in sorted(self.price_limits, key=lambda entry: entry.since):
+                ever.setdefault(limit.board, []).append(limit.fraction)
+            limits = "，".join(f"{BOARD_NAMES[b]}±{'或±'.join(f'{f * 100:g}%' for f in dict.fromkeys(fs))}"
+                              for b, fs in ever.items())  # fmt: skip
+            stamp = "或".join(f"{rate:.2%}" for rate in dict.fromkeys(rate for _, rate in sorted(self.stamp_duty)))
+            stamp += "（以T0适用者为准）"
+            lots = (
+                "- 本局价格与数量：每只股票的价格按各自的比例显示（T0收盘价映射为一个随机价位），数量以“单位”计，"
+                "单位数×显示价格=金额（元，真实人民币）；涨跌幅、比率、排名与真实行情一致；成交量按各自比例显示\n"
+                f"- 下单数量为单位数（正整数）；成交时折算为真实股数并向下取整到{self.lot_size}股整数倍"
+                f"（科创板至少{self.star_min_shares}股，超出部分按1股递增），一手对应的单位数不公开，"
+                "故成交单位数可能少于下单数，不足一手的订单被拒绝\n"
+                "- 卖出单位数不小于可卖单位数的整数部分即全部卖出；T+1：当日买入的股票当日不能卖出\n"
+            )
+        else:
+            in_force = board_limits(day, self.price_limits).items()
+            limits = "，".join(f"{BOARD_NAMES[b]}±{f * 100:g}%" for b, f in in_force)
+            stamp = f"{self.stamp_duty_rate(day):.2%}"
+            lots = (
+                f"- 买入须为{self.lot_size}股整数倍；科创板(SH688)至少{self.star_min_shares}股，超出部分可按1股递增\n"
+                f"- 卖出须为{self.lot_size}股整数倍，零股可一次性全部卖出；T+1：当日买入的股票当日不能卖出\n"
+            )
         return (
             f"- 所有订单以T0收盘价成交（买入加{self.slippage:.2%}滑点，卖出减{self.slippage:.2%}滑点），不是开盘前\n"
-            f"- 买入须为{self.lot_size}股整数倍；科创板(SH688)至少{self.star_min_shares}股，超出部分可按1股递增\n"
-            f"- 卖出须为{self.lot_size}股整数倍，零股可一次性全部卖出；T+1：当日买入的股票当日不能卖出\n"
+            f"{lots}"
             f"- 涨跌停：{limits}；收盘涨停不能买入，收盘跌停不能卖出；停牌股票不能交易\n"
             f"- 费用：佣金{self.commission_rate:.3%}（最低{self.min_commission:g}元），"
-            f"卖出印花税{self.stamp_duty_rate(day):.2%}，过户费{self.transfer_fee_rate:.3%}\n"
+            f"卖出印花税{stamp}，过户费{self.transfer_fee_rate:.3%}\n"
             f"{cap}"
             f"- 数量必须是正整数；每个交易日最多提交{self.max_actions}笔买卖；"
             '调用 TakeAction(type="stop") 后不再执行任何操作'

@@ -12,6 +12,7 @@ from trade_tools.tool import Arguments, Tool, ToolError
 
 if TYPE_CHECKING:
     from trade_tools.episode import Episode
+    from trade_tools.expression import Node
 
 FACTOR_GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
     (
@@ -106,6 +107,26 @@ def _meaning(name: str) -> str:
     return _MEANINGS[family].format(d=window)
 
 
+Ranked = tuple[str, float]
+
+
+def _as_shown(episode: Episode, node: Node, symbols: list[str], ranked: list[Ranked]) -> list[Ranked]:
+    """The ranking an anonymized episode shows: the plain one when the factor reads the same on the shown scales
+    (a ratio: it must not differ in the last digit), else the one on the shown scales (a level would name the
+    stock)."""
+    import numpy as np
+
+    from trade_data.columns import PRICE_FIELDS
+    from trade_tools.alpha import ranked_at_t0
+
+    view = episode.view
+    prices = np.array([episode.price_scale(s) / view.factor(s) for s in symbols])  # adjusted -> shown
+    volumes = np.array([episode.volume_scale(s) * view.factor(s) for s in symbols])  # Qlib's shares / factor
+    shown = ranked_at_t0(view, node, symbols, dict.fromkeys(PRICE_FIELDS, prices) | {"volume": volumes})
+    plain, scaled = (np.array([v for _, v in sorted(r)]) for r in (ranked, shown))
+    return ranked if np.allclose(plain, scaled, rtol=1e-4, equal_nan=True) else shown
+
+
 class AlphaArgs(Arguments):
     expression: str = Field(
         description='Alpha158因子名（如 ROC20、KMID、RSQR60）或Qlib表达式，如 "Mean($close,5)/$close"；'
@@ -140,6 +161,8 @@ class ComputeAlphaFactor(Tool):
         except ExpressionError as error:
             raise ToolError(f"表达式被拒绝：{error.one_line()}") from None
         ranked = ranked_at_t0(episode.view, node, symbols)
+        if episode.aliases:
+            ranked = _as_shown(episode, node, symbols, ranked)
         label = f"Alpha158因子 {name}" if name else f"表达式 {args.expression.strip()}"
         lines = [f"## {label}（截至{episode.view.date}收盘，按取值从高到低）"]
         if name:

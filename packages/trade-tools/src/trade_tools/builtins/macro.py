@@ -62,7 +62,8 @@ class GetMacroIndicators(Tool):
         name = INDEX_NAMES.get(index, index)
         lines = [
             f"## {name}({index}) 近{len(close)}个交易日（截至{view.date}收盘）",
-            f"最新：收{close[-1]:.2f} 涨跌{text.pct(changes[-1])} 量{text.lots(bars.volume[-1])}",
+            f"最新：收{close[-1]:.2f} 涨跌{text.pct(changes[-1])} "
+            f"量{text.lots(bars.volume[-1] * episode.volume_scale(index))}",
             f"区间涨跌{text.pct(close[-1] / levels[first - 1] - 1 if first else math.nan)}，日波动率{volatility}",
             f"区间收盘最高{close[hi]:.2f}({text.day(dates[hi])}) 最低{close[lo]:.2f}({text.day(dates[lo])})",
             f"趋势：{trend}",

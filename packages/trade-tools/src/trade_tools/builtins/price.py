@@ -49,11 +49,11 @@ class GetPriceData(Tool):
         bars = view.window(symbol, max(days, 5) + 1)  # one bar more: the first shown day's change needs it
         if len(bars) == 0:
             raise ToolError(f"{symbol} 截至{view.date}没有行情")
-        scale = 1 / view.factor(symbol)  # adjusted -> T0 raw scale (forward-adjusted to T0)
-        close, high, low = bars.close * scale, bars.high * scale, bars.low * scale
-        changes = daily_changes(close)
+        to_t0 = 1 / view.factor(symbol)  # adjusted -> T0 raw scale (forward-adjusted to T0)
+        base, scale = bars.close * to_t0, to_t0 * episode.price_scale(symbol)  # then the episode's (1: plain)
+        close, high, low = base * episode.price_scale(symbol), bars.high * scale, bars.low * scale
+        changes = daily_changes(base)  # from the unscaled closes: the plain episode's to the last bit
         first = period_start(len(bars), days)
-        before = close[first - 1] if first else math.nan
         status = []
         if view.is_suspended(symbol):
             status.append(f"今日停牌（最后交易日{text.day(bars.dates[-1])}）")
@@ -66,11 +66,12 @@ class GetPriceData(Tool):
             f"## {symbol} 近{len(bars) - first}个交易日行情（前复权至{view.date}）"
             + (f" [{'；'.join(status)}]" if status else ""),
             f"最新：{text.day(bars.dates[-1])} 开{text.price(bars.open[-1] * scale)} 高{text.price(high[-1])} "
-            f"低{text.price(low[-1])} 收{text.price(close[-1])} 量{text.lots(bars.volume[-1])} "
+            f"低{text.price(low[-1])} 收{text.price(close[-1])} "
+            f"量{text.lots(bars.volume[-1] * episode.volume_scale(symbol))} "
             f"涨跌{text.pct(changes[-1])}",
             f"区间：最高{text.price(high[hi])}({text.day(bars.dates[hi])}) "
             f"最低{text.price(low[lo])}({text.day(bars.dates[lo])}) "
-            f"区间涨跌{text.pct(close[-1] / before - 1)}",
+            f"区间涨跌{text.pct(base[-1] / base[first - 1] - 1 if first else math.nan)}",
             "近5日："
             + " | ".join(
                 f"{episode.short_day(d)} 收{text.price(c)} {text.mark(r)}"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, field_validator
 
 from trade_tools.execution import Refused, apply_fill, plan_order
-from trade_tools.portfolio import ActionRecord
+from trade_tools.portfolio import MAX_SHARES, ActionRecord
 from trade_tools.text import shown
 from trade_tools.tool import Arguments, Tool
 
@@ -56,8 +56,10 @@ class TakeAction(Tool):
         episode.cash = apply_fill(record.fill, episode.cash, episode.positions)
         fill = record.fill
         side = "买入" if fill.side == "buy" else "卖出"
+        scale = episode.price_scale(fill.symbol)
         return (
-            f"成交：{side}{fill.symbol} {fill.shares}股，成交价{fill.price:.3f}（收盘{fill.close:.2f}），"
+            f"成交：{side}{fill.symbol} {episode.count(fill.symbol, fill.shares)}{episode.unit}，"
+            f"成交价{fill.price * scale:.3f}（收盘{fill.close * scale:.2f}），"
             f"金额{fill.gross:,.2f}元，费用{fill.fees:,.2f}元。{_account(episode)}"
         )
 
@@ -71,20 +73,36 @@ class TakeAction(Tool):
         symbol = args.symbol.strip().upper()
         if not episode.in_pool(symbol):
             raise Refused(f"{shown(symbol)} 不在股票池中")
+        amount = args.amount
+        if episode.aliases and 0 < amount <= MAX_SHARES:  # units: the real shares they trade
+            held = episode.positions.get(symbol)
+            sellable = held.sellable if held and args.type == "sell" else 0
+            amount = episode.aliases.shares(amount, symbol, sellable=sellable, rules=episode.rules)
+            if amount == 0:
+                raise Refused(f"{args.amount}单位不足一手（成交按真实整手折算）")
+            if amount > MAX_SHARES:
+                raise Refused(f"{args.amount:,}单位超过单笔数量上限")
         return plan_order(
             args.type,
             symbol,
-            args.amount,
+            amount,
             view=episode.view,
             cash=episode.cash,
             positions=episode.positions,
             rules=episode.rules,
             value_before=episode.value_before,
+            quantity=lambda shares: f"{episode.count(symbol, shares)}{episode.unit}",
         )
 
 
 def _account(episode: Episode) -> str:
     positions = episode.positions
     shown = episode.shown_order(sorted(positions))
-    holdings = "，".join(f"{s} {positions[s].shares}股(可卖{positions[s].sellable})" for s in shown) or "空仓"
+    holdings = (
+        "，".join(
+            f"{s} {episode.count(s, positions[s].shares)}{episode.unit}(可卖{episode.count(s, positions[s].sellable)})"
+            for s in shown
+        )
+        or "空仓"
+    )
     return f"现金{episode.cash:,.2f}元；持仓：{holdings}"

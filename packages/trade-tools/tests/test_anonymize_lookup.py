@@ -1,0 +1,180 @@
+"""The memorisation guard against a lookup: what an anonymized episode shows of a stock, looked up in the whole
+dataset, must not name the stock or the day more often than chance; and an order in the model's units is the same
+real order the plain episode would place.
+
+The attack (issue 25): the T0 bar ``get_price_data`` prints (open, high, low, close, volume), matched exactly or
+nearest on levels against every bar of the dataset, with and without knowing T0. Before per-stock scales it
+named 100 of 100 aliases and their dates. The scale-free lookup (the bar's open/high/low over its close and the
+last days' changes) is what the guard does not hide; its share is measured and printed, not bounded.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from trade_data.store import MarketStore
+from trade_data.symbols import Board, board_of
+from trade_tools import text
+from trade_tools.episode import Episode
+from trade_tools.tasks import day_task
+
+DAYS, POOL = 10, 10
+"""100 aliases per market: 10 random days of 10 pool stocks."""
+IDENTIFIED_AT_MOST = 0.05
+"""The guard's bound on a level lookup. Chance is 1 in ~1e5 bars without T0 and 1 in the day's stocks (1 in 40
+to 1 in 500) with it: at 100 aliases chance gives 0-3 hits, so 5 of 100 is above chance only by a margin that
+the draw's noise does not reach, and the plain view's 100% is far beyond it."""
+_LATEST = re.compile(r"最新：\S+ 开([\d.]+) 高([\d.]+) 低([\d.]+) 收([\d.]+) 量([\d.]+)(万|亿)?手")
+_MARK = re.compile(r"([↑↓→])([\d.]+)%")
+
+
+@dataclass
+class Table:
+    """Every bar of a dataset as an attacker holds it: raw levels [day, symbol], and adjusted daily changes."""
+
+    symbols: list[str]
+    levels: np.ndarray  # [field, day, symbol]: open, high, low, close, volume
+    changes: np.ndarray  # [day, symbol]: adjusted close over the previous traded close
+
+    @classmethod
+    def of(cls, store: MarketStore) -> Table:
+        view = store.asof(store.dates[-1])
+        symbols = [s for s in view.symbols() if board_of(s) is not Board.INDEX]
+        levels = np.full((5, len(store.dates), len(symbols)), np.nan)
+        changes = np.full((len(store.dates), len(symbols)), np.nan)
+        for j, symbol in enumerate(symbols):  # every traded bar, as the import leaves it
+            raw, adjusted = (view.window(symbol, len(store.dates), adjusted=a) for a in (False, True))
+            rows = np.searchsorted(store.dates, raw.dates)
+            for f, name in enumerate(("open", "high", "low", "close", "volume")):
+                levels[f, rows, j] = getattr(raw, name)
+            changes[rows[1:], j] = adjusted.close[1:] / adjusted.close[:-1] - 1
+        return cls(symbols, levels, changes)
+
+    def recent(self, k: int) -> np.ndarray:
+        """[day, symbol, k]: each bar's last ``k`` changes over the symbol's own traded bars, NaN where fewer."""
+        out = np.full((*self.changes.shape, k), np.nan)
+        for j in range(self.changes.shape[1]):
+            traded = np.flatnonzero(~np.isnan(self.levels[3, :, j]))
+            values = self.changes[traded, j]
+            for i in range(k):
+                out[traded[i:], j, k - 1 - i] = values[: len(values) - i] if i else values
+        return out
+
+
+def shown_bar(answer: str) -> tuple[np.ndarray, np.ndarray]:
+    """The T0 bar (open, high, low, close, volume in shares) and the last four changes a price answer prints."""
+    found = _LATEST.search(answer)
+    assert found, answer
+    volume = float(found[5]) * {"万": 1e4, "亿": 1e8, None: 1}[found[6]] * 100
+    marks = [(-1 if sign == "↓" else 1) * float(v) / 100 for sign, v in _MARK.findall(answer.split("近5日：")[1])]
+    return np.array([*map(float, found.groups()[:4]), volume]), np.array(marks[-4:])
+
+
+def attack(store: MarketStore, anonymized: bool, universe: str, seed: int = 7) -> dict[str, float]:
+    """Shares of aliases whose real (symbol, day) each lookup names, over DAYS random days' pools."""
+    table = Table.of(store)
+    recent = table.recent(4)
+    shown_levels = np.round(table.levels[:4], 2)
+    shown_volume = np.vectorize(text.lots, otypes=[str])(np.nan_to_num(table.levels[4], nan=-1))
+    rng = np.random.default_rng(seed)
+    days = rng.choice(np.arange(60, len(store.dates)), size=DAYS, replace=False)
+    hits = dict.fromkeys(("exact", "exact at T0", "nearest", "nearest at T0", "scale-free", "scale-free at T0"), 0)
+    total = 0
+    for t in days:
+        task = day_task(store, store.dates[t].astype(object), pool_size=POOL, universe=universe, seed=int(t))
+        episode = Episode.start(task.model_copy(update={"anonymized": anonymized}), store)
+        for symbol in task.pool:
+            alias = episode.aliases.symbols[symbol] if episode.aliases else symbol
+            bar, marks = shown_bar(episode.call("get_price_data", {"symbol": alias}))
+            truth = (t, table.symbols.index(symbol))
+            total += 1
+            volume = text.lots(bar[4])
+            exact = np.all(shown_levels == bar[:4, None, None], axis=0) & (shown_volume == volume)
+            with np.errstate(all="ignore"):
+                distance = np.nansum(np.abs(np.log(table.levels / bar[:, None, None])), axis=0)
+                ratios = table.levels[:3] / table.levels[3]
+                free = np.abs(ratios - (bar[:3] / bar[3])[:, None, None]).sum(axis=0)
+                free += np.abs(np.abs(recent) - np.abs(marks)).sum(axis=2)
+            distance[np.isnan(table.levels[3])] = np.inf
+            free[np.isnan(free)] = np.inf
+            for name, hit in (
+                ("exact", exact.sum() == 1 and exact[truth]),
+                ("exact at T0", exact[t].sum() == 1 and exact[truth]),
+                ("nearest", np.unravel_index(np.argmin(distance), distance.shape) == truth),
+                ("nearest at T0", np.argmin(distance[t]) == truth[1]),
+                ("scale-free", np.unravel_index(np.argmin(free), free.shape) == truth),
+                ("scale-free at T0", np.argmin(free[t]) == truth[1]),
+            ):
+                hits[name] += bool(hit)
+    return {name: count / total for name, count in hits.items()}
+
+
+@pytest.mark.parametrize("market", ["synthetic", "real"])
+def test_a_lookup_of_the_shown_bars_names_no_more_aliases_than_chance(
+    market: str, request: pytest.FixtureRequest
+) -> None:
+    store = request.getfixturevalue("synth_store" if market == "synthetic" else "real_store")
+    universe = "all" if market == "synthetic" else "csi300"
+    shares = attack(store, anonymized=True, universe=universe)
+    figures = ", ".join(f"{name} {share:.0%}" for name, share in shares.items())
+    print(f"\n{market} market, {DAYS * POOL} aliases identified by: {figures}")
+    levels = {name: share for name, share in shares.items() if not name.startswith("scale-free")}
+    assert max(levels.values()) <= IDENTIFIED_AT_MOST, figures
+
+
+def play_in_units(store: MarketStore, day: object, seed: int, orders: int = 12) -> tuple[Episode, Episode]:
+    """An anonymized episode given random orders in units, and the plain episode given the real shares each of its
+    accepted orders traded, in the same order (its refused orders too, at a share count no unit amount reaches)."""
+    task = day_task(store, day, pool_size=POOL, universe="all", seed=seed)  # type: ignore[arg-type]
+    anonymized = Episode.start(task.model_copy(update={"anonymized": True}), store)
+    plain = Episode.start(task, store)
+    rng = np.random.default_rng(seed)
+    alias = anonymized.aliases.symbols  # type: ignore[union-attr]
+    for _ in range(orders):
+        held = sorted(anonymized.positions)
+        side = "sell" if held and rng.random() < 0.4 else "buy"
+        symbol = str(rng.choice(held if side == "sell" else task.pool))
+        if side == "sell":
+            units = anonymized.positions[symbol].sellable / anonymized.price_scale(symbol) * rng.uniform(0.2, 1.2)
+        else:
+            units = (
+                anonymized.cash
+                * rng.uniform(0.01, 0.5)
+                / (anonymized.view.last_close(symbol) * anonymized.price_scale(symbol))
+            )
+        anonymized.call("TakeAction", {"type": side, "symbol": alias[symbol], "amount": max(1, int(units))})
+        fill = anonymized.actions[-1].fill
+        if fill is not None:
+            plain.call("TakeAction", {"type": side, "symbol": symbol, "amount": fill.shares})
+            assert plain.actions[-1].fill == fill
+        assert anonymized.cash == plain.cash and anonymized.positions == plain.positions
+    return anonymized, plain
+
+
+@pytest.mark.parametrize("market", ["synthetic", "real"])
+def test_an_order_in_units_is_the_real_order_of_its_fill(market: str, request: pytest.FixtureRequest) -> None:
+    """Over many random episodes: each fill's shares are whole lots (STAR: at least the minimum) worth at most the
+    units ordered, its text reads units x shown price = CNY, and the plain episode given those shares fills the same,
+    so cash, holdings and value agree to the cent."""
+    store = request.getfixturevalue("synth_store" if market == "synthetic" else "real_store")
+    rng = np.random.default_rng(3)
+    filled = 0
+    for t in rng.choice(np.arange(30, len(store.dates)), size=25, replace=False):
+        anonymized, plain = play_in_units(store, store.dates[t].astype(object), seed=int(t))
+        assert anonymized.value() == plain.value() and anonymized.costs_paid() == plain.costs_paid()
+        for action in anonymized.actions:
+            if (fill := action.fill) is None:
+                continue
+            filled += 1
+            scale = anonymized.price_scale(fill.symbol)
+            assert fill.shares <= action.amount * scale + 1e-6 or fill.side == "sell"  # type: ignore[operator]
+            star = board_of(fill.symbol) is Board.STAR
+            sold_all = fill.side == "sell" and fill.symbol not in anonymized.positions
+            assert sold_all or (fill.shares >= 200 if star else fill.shares % 100 == 0)
+            assert math.isclose(fill.shares / scale * fill.price * scale, fill.gross, abs_tol=0.006)  # cents
+    assert filled > 50
