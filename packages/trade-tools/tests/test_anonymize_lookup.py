@@ -178,3 +178,32 @@ def test_an_order_in_units_is_the_real_order_of_its_fill(market: str, request: p
             assert sold_all or (fill.shares >= 200 if star else fill.shares % 100 == 0)
             assert math.isclose(fill.shares / scale * fill.price * scale, fill.gross, abs_tol=0.006)  # cents
     assert filled > 50
+
+
+def test_relative_figures_read_as_in_the_plain_episode(real_store: MarketStore) -> None:
+    """Changes, RSI, volatility and a ratio factor's values and ranks are the plain episode's, digit for digit."""
+    task = day_task(real_store, "2024-06-14", pool_size=POOL, seed=2)
+    anonymized = Episode.start(task.model_copy(update={"anonymized": True}), real_store)
+    plain = Episode.start(task, real_store)
+    alias = anonymized.aliases.symbols  # type: ignore[union-attr]
+    percents = re.compile(r"[+-]?\d+\.\d+%|RSI_14: [\d.]+")
+    for symbol in task.pool:
+        args = {"indicators": ["RSI_14", "VOL_20", "ROC_20"], "period": "20d"}
+        shown = anonymized.call("get_price_data", {"symbol": alias[symbol], **args})
+        assert percents.findall(shown) == percents.findall(plain.call("get_price_data", {"symbol": symbol, **args}))
+    factor = [anonymized.reveal(e.call("compute_alpha_factor", {"expression": "KMID"})).splitlines()[2:]
+              for e in (anonymized, plain)]  # fmt: skip
+    assert sorted(factor[0], key=lambda line: line.split(". ")[1]) == sorted(
+        factor[1], key=lambda line: line.split(". ")[1]
+    )
+
+
+def test_the_rules_read_the_same_on_every_day(real_store: MarketStore) -> None:
+    """The stamp duty changed on 2023-08-28 and ChiNext's limit on 2020-08-24: an anonymized rules text that
+    followed them would date T0."""
+    texts = set()
+    for day in ("2019-06-03", "2021-06-01", "2024-06-14"):
+        task = day_task(real_store, day, pool_size=POOL, seed=0).model_copy(update={"anonymized": True})
+        system = Episode.start(task, real_store).messages()[0]["content"]
+        texts.add(system.split("## 交易规则")[1].split("## 工作流程")[0])
+    assert len(texts) == 1
