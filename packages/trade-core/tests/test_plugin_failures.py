@@ -232,9 +232,38 @@ def test_the_users_ctrl_c_during_a_register_hook_still_interrupts(loaded: TradeP
         def trade_register_commands(self, register: Any) -> None:
             signal.raise_signal(signal.SIGINT)  # as the terminal sends it; the handler runs before this returns
 
+    before = signal.getsignal(signal.SIGINT)
     with inline_plugin(loaded, Interrupted(), "interrupted"), pytest.raises(KeyboardInterrupt):
         collect(loaded, "trade_register_commands")
-    assert loaded.failures == [] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert loaded.failures == [] and signal.getsignal(signal.SIGINT) is before
+
+
+def test_under_a_commands_own_sigint_handler_a_plugins_interrupt_is_its_failure_and_ctrl_c_reaches_the_handler(
+    loaded: TradePluginManager,
+) -> None:
+    """A command that installed its own Ctrl-C handler (a graceful stop) before the registry was collected: the
+    plugin's own KeyboardInterrupt is still that plugin's failure, and a real Ctrl-C goes to the command's handler."""
+    stops: list[int] = []
+
+    def graceful(signum: int, frame: object) -> None:
+        stops.append(signum)
+        raise KeyboardInterrupt
+
+    class Interrupted:
+        @hookimpl
+        def trade_register_tools(self, register: Any) -> None:
+            signal.raise_signal(signal.SIGINT)
+
+    before = signal.signal(signal.SIGINT, graceful)
+    try:
+        with inline_plugin(loaded, _Raising("trade_register_commands", KeyboardInterrupt), "raising"):
+            collect(loaded, "trade_register_commands")
+        assert [f.origin.name for f in loaded.failures] == ["raising"] and stops == []
+        with inline_plugin(loaded, Interrupted(), "interrupted"), pytest.raises(KeyboardInterrupt):
+            collect(loaded, "trade_register_tools")
+        assert stops == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is graceful
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_strict_mode_raises_naming_the_plugin_inline(

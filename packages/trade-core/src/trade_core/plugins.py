@@ -110,30 +110,32 @@ def plugin_code() -> Iterator[Caught]:
     """Run a plugin's code so that whatever it raises is caught as its failure, not the end of the process.
 
     That includes ``sys.exit`` and a KeyboardInterrupt the plugin raises itself; the user's Ctrl-C still
-    interrupts. Python's SIGINT handler is wrapped meanwhile to tell the two apart; where someone else's
-    handler is in place, a KeyboardInterrupt in the main thread is taken for the user's.
+    interrupts. The SIGINT handler in place (Python's, or a command's own) is wrapped meanwhile, so a Ctrl-C is
+    counted before it is handled as before, and the two are told apart.
     """
     caught = Caught()
     sigints: list[int] = []
+    main = threading.current_thread() is threading.main_thread()  # the only thread a Ctrl-C reaches
+    previous = signal.getsignal(signal.SIGINT) if main else None
 
     def counted(signum: int, frame: FrameType | None) -> None:
         sigints.append(signum)
-        signal.default_int_handler(signum, frame)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            signal.default_int_handler(signum, frame)
 
-    main = threading.current_thread() is threading.main_thread()  # the only thread a Ctrl-C reaches
-    wrapped = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    if wrapped:
+    if main:
         signal.signal(signal.SIGINT, counted)
     try:
         yield caught
     except (Exception, SystemExit, KeyboardInterrupt) as error:
-        users = bool(sigints) if wrapped else main
-        if isinstance(error, KeyboardInterrupt) and users:
+        if isinstance(error, KeyboardInterrupt) and sigints:
             raise
         caught.error = error
     finally:
-        if wrapped:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 def _pluggy() -> pluggy.PluginManager:
