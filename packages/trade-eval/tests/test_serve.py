@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -134,7 +135,8 @@ def fake_vllm_env(record: Path, **extra: str) -> dict[str, str]:
 
 def trade_process(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     argv = [sys.executable, "-c", "from trade_core.cli import main; main()", *args]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ignore = functools.partial(signal.signal, signal.SIGINT, signal.SIG_IGN)  # as a shell starts a background job
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore)
 
 
 def first_line(process: subprocess.Popen[str], wait_s: float = 120) -> str:

@@ -159,10 +159,11 @@ def port_free(host: str, port: int) -> bool:
 def serve(
     argv: list[str], health_url: str, *, timeout: float, env: dict[str, str] | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Start ``argv`` (vLLM) in a process group of its own and yield it once ``health_url`` answers; when the
-    block ends (Ctrl-C too) vLLM gets SIGTERM and ``STOP_GRACE_S`` to stop its engine, then what is left of its
-    group (its workers) is killed. A server that exits or stays silent for ``timeout`` s is a TradeError."""
-    process = subprocess.Popen(argv, env=env, start_new_session=True)
+    """Start ``argv`` (vLLM) in a process group of its own, its log (vLLM logs on stdout) on our stderr, and
+    yield it once ``health_url`` answers; when the block ends (Ctrl-C too) vLLM gets SIGTERM and
+    ``STOP_GRACE_S`` to stop its engine, then what is left of its group (its workers) is killed. A server that
+    exits or stays silent for ``timeout`` s is a TradeError."""
+    process = subprocess.Popen(argv, env=env, stdout=2, start_new_session=True)  # stdout is for the URL alone
     try:
         _wait_healthy(process, health_url, timeout)
         yield process

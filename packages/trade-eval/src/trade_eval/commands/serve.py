@@ -88,7 +88,8 @@ def serve_command(
         raise TradeError("vLLM is not installed in this environment", hint=vllm_install())
     if not port_free(host, port):
         raise TradeError(f"port {port} on {host} is in use", hint="stop what listens there, or pass --port N")
-    signal.signal(signal.SIGTERM, _interrupt)  # a supervisor's stop is a Ctrl-C: vLLM is stopped either way
+    for stop in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a shell starts background jobs with it ignored
+        signal.signal(stop, _interrupt)
     click.echo(f"starting: {shlex.join(argv)}", err=True)
     try:
         with serve(argv, f"http://{client_host}:{port}/health", timeout=start_timeout) as process:
