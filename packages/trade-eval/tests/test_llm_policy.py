@@ -96,6 +96,21 @@ def test_a_reply_without_a_tool_call_fails_the_day(real_store: MarketStore) -> N
     assert day.messages[-1].content == "今天不交易。" and usage.requests == 1
 
 
+def test_a_reply_the_server_s_parser_dropped_is_warned_about(real_store: MarketStore) -> None:
+    """vLLM's qwen3_coder parser returns nothing of a hermes JSON call (no text, no call): the day ends as any
+    reply without a call does, and the record says the model wrote tokens the server dropped."""
+    with structlog.testing.capture_logs() as logs:
+        day, usage, _ = play(real_store, [Reply(tokens=28)])
+    assert (day.episode.status, day.episode.status_reason) == ("failed", "回复中没有工具调用")
+    assert usage.warnings == [
+        "turn 1: the reply is empty though the model wrote 28 tokens: the server's tool-call parser dropped a call "
+        "it could not read (vLLM's qwen3_coder drops hermes JSON calls; see `trade eval serve`)"
+    ]
+    assert [e["completion_tokens"] for e in logs if e["event"] == "llm.reply_dropped"] == [28]
+    _, usage, _ = play(real_store, [Reply(tokens=1)])  # only the end token: the model said nothing
+    assert usage.warnings == []
+
+
 def test_an_endless_tool_loop_ends_at_the_turn_limit(real_store: MarketStore) -> None:
     day, usage, _ = play(real_store, [], LOOP, max_turns=3)
     assert (day.episode.status, day.episode.status_reason, usage.requests) == ("truncated", "超过3轮仍未停止", 3)

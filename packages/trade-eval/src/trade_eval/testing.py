@@ -40,6 +40,8 @@ class Reply:
     """Default: ``tool_calls`` when there are calls, ``stop`` otherwise."""
     raw_calls: Any = None
     """The message's ``tool_calls`` exactly as given, in place of ``calls``: a shape no parser should return."""
+    tokens: int | None = None
+    """The completion tokens reported (default: about one a 4 characters of the reply, plus its end token)."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,9 @@ def completion(body: Mapping[str, Any], reply: Reply, number: int) -> dict[str, 
     if reply.reasoning is not None:
         message[reply.reasoning_field] = reply.reasoning
     prompt = len(json.dumps(body.get("messages", []), ensure_ascii=False)) // 4  # about 4 characters a token
-    written = (len(reply.content) + len(reply.reasoning or "") + sum(len(a) for _, a in reply.calls)) // 4 + 1
+    written = (
+        reply.tokens or (len(reply.content) + len(reply.reasoning or "") + sum(len(a) for _, a in reply.calls)) // 4 + 1
+    )
     return {
         "id": f"chatcmpl-{number}",
         "object": "chat.completion",

@@ -307,6 +307,12 @@ def play_reply(day: TradingDay, answer: dict[str, Any], usage: DayUsage) -> None
             "or the call is malformed"
         )
         log.warning("llm.tool_markup_as_text", day=str(day.episode.task.date), turn=turn, markup=markup[0])
+    elif not content and not _reasoning(message) and (written := tokens.get("completion_tokens") or 0) > 1:
+        usage.warnings.append(
+            f"turn {turn}: the reply is empty though the model wrote {written} tokens: the server's tool-call parser "
+            "dropped a call it could not read (vLLM's qwen3_coder drops hermes JSON calls; see `trade eval serve`)"
+        )
+        log.warning("llm.reply_dropped", day=str(day.episode.task.date), turn=turn, completion_tokens=written)
     day.turn(_with_reasoning(content, message), calls)
 
 
@@ -345,9 +351,13 @@ def _with_reasoning(content: str, message: dict[str, Any]) -> str:
     """The reply's text with its reasoning as a leading ``<think>`` block, which the TradingDay keeps apart:
     a reasoning parser returns it as a field (``reasoning_content``, or ``reasoning`` in newer vLLM); without
     one it stays in the text, where a template that opens the think block itself leaves only ``</think>``."""
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
+    if reasoning := _reasoning(message):
         return f"<think>\n{reasoning}\n</think>\n\n{content}"
     if "</think>" in content and "<think>" not in content:
         return "<think>" + content
     return content
+
+
+def _reasoning(message: dict[str, Any]) -> str:
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    return reasoning if isinstance(reasoning, str) else ""
