@@ -3,17 +3,31 @@ date, the orders trade the real stocks, and reports show the real names again.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from trade_core.testing import run_trade
+from trade_data.store import MarketStore
+from trade_data.symbols import Board, board_of
+from trade_data.synth import write_synthetic_market
+from trade_eval.policies.baselines import EqualWeight, Momentum
+from trade_eval.policy import Policy, RunSettings
 from trade_eval.runfolder import DAYS, MANIFEST, TRAJECTORIES
 from trade_eval.tasks_eval import EPISODES
 from trade_eval.testing import STOP, FaultServer, Reply, Request
+from trade_reward.forward import ground_truth
+from trade_reward.outcome import outcome
+from trade_reward.schemes import get_scheme
 from trade_reward.tasks import build_tasks
+from trade_tools.day import TradingDay
+from trade_tools.episode import Episode
+from trade_tools.records import Task
+from trade_tools.tasks import day_task
 from trade_tools.trajectory import Trajectory
 
 LEAK = re.compile(r"(?i)(?<![a-z0-9])(SH|SZ|BJ)\d{6}|(19|20)\d{2}[-/.]\d{1,2}[-/.]\d{1,2}|\b\d{2}-\d{2}\b")
@@ -94,3 +108,79 @@ def test_an_anonymized_baseline_trades_exactly_as_the_plain_one(
         assert done.code == 0, done.err
         navs[name] = [json.loads(line)["nav"] for line in (tmp_path / name / DAYS).read_text().splitlines()]
     assert navs["anon"] == navs["plain"] and len(set(navs["plain"])) > 1
+
+
+@pytest.fixture(scope="module")
+def synth_store(tmp_path_factory: pytest.TempPathFactory) -> MarketStore:
+    """A synthetic market of 40 stocks (10% STAR) over 2020's first half."""
+    out = write_synthetic_market(tmp_path_factory.mktemp("synth") / "m", 40, "2020-01-01", "2020-06-30", seed=1)
+    return MarketStore.load(out)
+
+
+def _days(store: MarketStore, count: int = 20) -> list[int]:
+    rng = np.random.default_rng(25)
+    return sorted(int(t) for t in rng.choice(np.arange(30, len(store.dates) - 6), size=count, replace=False))
+
+
+def _played(policy: Policy, task: Task, store: MarketStore) -> Episode:
+    day = TradingDay.start(task, store)
+    asyncio.run(policy.play(day, RunSettings()))
+    return day.episode
+
+
+def _orders(episode: Episode) -> list[tuple[str, str | None, bool, int | None]]:
+    return [(a.type, a.symbol, a.accepted, a.fill and a.fill.shares) for a in episode.actions]
+
+
+@pytest.mark.parametrize("policy", [EqualWeight(), Momentum()], ids=lambda p: p.name)
+def test_a_baseline_places_the_same_real_orders_on_an_anonymized_day(policy: Policy, synth_store: MarketStore) -> None:
+    """Baselines size orders in real shares and type the units they are worth (``Episode.units_for``), so hiding
+    the scales changes no fill, cash, holding or reward; pools without STAR stocks (tested below), holdings
+    drawn from the pool so there are sells too."""
+    sold = 0
+    for t in _days(synth_store):
+        date = synth_store.dates[t].astype(object)
+        drawn = day_task(synth_store, date, pool_size=12, seed=t, universe="all").pool
+        pool = [s for s in drawn if board_of(s) is not Board.STAR]
+        task = day_task(synth_store, date, pool=pool, seed=t, universe="all")
+        plain, anonymized = (
+            _played(policy, task.model_copy(update={"anonymized": a}), synth_store) for a in (False, True)
+        )
+        assert {a.accepted for a in anonymized.actions} == {True} and anonymized.status == "stopped"
+        assert _orders(anonymized) == _orders(plain), date
+        assert (anonymized.cash, anonymized.positions) == (plain.cash, plain.positions), date
+        truth = ground_truth(synth_store, date, sorted({*task.pool, *task.holdings}))
+        scores = [get_scheme("continuous").score(outcome(e, truth)) for e in (anonymized, plain)]
+        assert scores[0] == scores[1], date
+        sold += sum(a.type == "sell" for a in plain.actions)
+    assert sold > 3
+
+
+@pytest.mark.parametrize("policy", [EqualWeight(), Momentum()], ids=lambda p: p.name)
+def test_an_anonymized_baselines_star_orders_are_the_nearest_counts_whole_units_name(
+    policy: Policy, synth_store: MarketStore
+) -> None:
+    """A STAR order may be any count from 200 shares; a unit of several shares names only some, so the order is
+    the largest count below the plain one that whole units trade, and none is refused. Where a unit is at most a
+    share, or off STAR, the order is the plain one, up to the first cut (later buys have its change to spend)."""
+    coarse = exact = 0
+    for t in _days(synth_store):
+        task = day_task(synth_store, synth_store.dates[t].astype(object), pool_size=12, seed=t, universe="all")
+        plain, anonymized = (
+            _played(policy, task.model_copy(update={"anonymized": a}), synth_store) for a in (False, True)
+        )
+        assert {a.accepted for a in anonymized.actions} == {True} and anonymized.status == "stopped"
+        cut = False
+        for (side, symbol, _, shares), (*order, planned) in zip(_orders(anonymized), _orders(plain), strict=True):
+            assert [side, symbol] == order[:2]
+            if cut or side == "stop":
+                continue
+            star = board_of(symbol) is Board.STAR
+            if star and anonymized.price_scale(symbol) > 1:
+                assert planned - anonymized.price_scale(symbol) < shares <= planned, (task.task_id, symbol)
+                cut = shares < planned
+                coarse += cut
+            else:
+                assert shares == planned, (task.task_id, symbol)
+                exact += star
+    assert coarse and exact

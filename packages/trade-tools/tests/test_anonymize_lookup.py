@@ -180,6 +180,37 @@ def test_an_order_in_units_is_the_real_order_of_its_fill(market: str, request: p
     assert filled > 50
 
 
+@pytest.mark.parametrize("market", ["synthetic", "real"])
+def test_units_for_types_the_shares_code_sizes_an_order_in(market: str, request: pytest.FixtureRequest) -> None:
+    """``units_for``: the units whose order trades exactly the real shares asked for, for whole lots while a unit
+    is at most a lot and for STAR counts while it is at most a share (else the fewest units trading more); a sell
+    of every sellable share and a part of a holding too. A plain episode types the shares themselves."""
+    store = request.getfixturevalue("synth_store" if market == "synthetic" else "real_store")
+    rng = np.random.default_rng(5)
+    exact = coarse = 0
+    for t in rng.choice(np.arange(30, len(store.dates)), size=DAYS, replace=False):
+        task = day_task(store, store.dates[t].astype(object), pool_size=POOL, universe="all", seed=int(t))
+        anonymized = Episode.start(task.model_copy(update={"anonymized": True}), store)
+        for symbol in task.pool:
+            unit, star = anonymized.price_scale(symbol), board_of(symbol) is Board.STAR
+            for shares in [*range(100, 3001, 100), *(range(200, 1000, 7) if star else ())]:
+                traded = anonymized.shares_for("buy", symbol, anonymized.units_for(symbol, shares))
+                if unit <= (1 if star else 100):
+                    assert traded == shares, (task.task_id, symbol, shares)
+                    exact += 1
+                else:
+                    fewer = anonymized.shares_for("buy", symbol, anonymized.units_for(symbol, shares) - 1)
+                    assert fewer < shares <= traded, (task.task_id, symbol, shares)
+                    coarse += traded > shares
+                assert Episode.start(task, store).units_for(symbol, shares) == shares
+        for symbol, position in anonymized.positions.items():
+            part = (position.sellable - 100) // 100 * 100
+            names_part = part > 0 and anonymized.price_scale(symbol) <= (1 if board_of(symbol) is Board.STAR else 100)
+            for shares in (position.sellable, *((part,) if names_part else ())):
+                assert anonymized.shares_for("sell", symbol, anonymized.units_for(symbol, shares)) == shares
+    assert exact > 1000 and (coarse or market == "real")  # its pools drawn here hold no STAR unit over a share
+
+
 def test_relative_figures_read_as_in_the_plain_episode(real_store: MarketStore) -> None:
     """Changes, RSI, volatility and a ratio factor's values and ranks are the plain episode's, digit for digit."""
     task = day_task(real_store, "2024-06-14", pool_size=POOL, seed=2)

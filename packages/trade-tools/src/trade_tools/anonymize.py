@@ -19,6 +19,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -137,6 +138,12 @@ class Aliases(BaseModel):
             return sellable
         step = 1 if board_of(symbol) is Board.STAR else rules.lot_size
         return int(exact / step + 1e-9) * step
+
+    def units(self, shares: int, symbol: str) -> int:
+        """The fewest units worth ``shares`` real shares, :meth:`shares` the other way: an order of them trades
+        exactly ``shares`` whole lots while a unit is at most a lot, and any STAR count while it is at most a
+        share (a coarser unit names only some counts)."""
+        return math.ceil(shares / self.price(symbol) - 1e-9)
 
     def day(self, day: dt.date, calendar: np.ndarray) -> str:
         """``T0``, ``T-k`` for the k-th trading day before it, or a count of calendar days for any other date

@@ -180,6 +180,21 @@ class Episode(BaseModel):
         """``shares`` of ``symbol`` as the model reads them, in :attr:`unit`: ``1200``, or ``37.50`` units."""
         return f"{shares / self.price_scale(symbol):,.2f}" if self.aliases else str(shares)
 
+    def units_for(self, symbol: str, shares: int) -> int:
+        """The ``amount`` to type so an order trades ``shares`` real shares, for code that sizes orders in shares
+        (baselines, demonstrations): ``shares``, or the fewest units worth them when anonymized
+        (:meth:`Aliases.units`; :meth:`shares_for` says whether they trade exactly ``shares``)."""
+        return self.aliases.units(shares, symbol) if self.aliases else shares
+
+    def shares_for(self, side: str, symbol: str, amount: int) -> int:
+        """The real shares an order of ``amount`` trades now: ``amount``, or the whole lots its units are worth
+        when anonymized (:meth:`Aliases.shares`: a sell of all its sellable units sells every sellable share)."""
+        if self.aliases is None:
+            return amount
+        held = self.positions.get(symbol)
+        sellable = held.sellable if held and side == "sell" else 0
+        return self.aliases.shares(amount, symbol, sellable=sellable, rules=self.rules)
+
     def shown_order(self, symbols: list[str]) -> list[str]:
         """``symbols`` in the order texts list them: as given, or by alias when anonymized (the order of the real
         codes would tell the exchanges apart)."""

@@ -5,7 +5,8 @@ Each baseline turns the day into target weights of the portfolio's value at the 
 (STAR: 200 shares, then 1-share steps), at most ``max_actions`` orders (the largest first), no stock above
 ``max_position_weight``, no buy the cash cannot pay, nothing suspended or at its price limit, and no order
 for a deviation under one lot. The orders go in one reply ending with ``stop``, so a baseline pays the same
-fills and fees as a model would, and its day is recorded the same way.
+fills and fees as a model would, and its day is recorded the same way. Orders are sized in real shares; an
+anonymized episode reads amounts as units, so they are typed as the units worth them (``Episode.units_for``).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ RANDOM_DRAW = 1
 """The draw index of the random baseline's generator (draw 0 of the first day picks the run's pool)."""
 
 
-def _order(episode: Episode, side: str, symbol: str, amount: int, reasoning: str) -> tuple[str, str]:
-    """A TakeAction call naming the stock as the model would (its alias in an anonymized episode)."""
+def _order(episode: Episode, side: str, symbol: str, shares: int, reasoning: str) -> tuple[str, str]:
+    """A TakeAction call for ``shares`` real shares, naming the stock and the amount as the model would (its
+    alias and units in an anonymized episode)."""
+    amount = episode.units_for(symbol, shares)
     arguments = {"type": side, "symbol": episode.hide(symbol), "amount": amount, "reasoning": reasoning}
     return "TakeAction", json.dumps(arguments, ensure_ascii=False)
 
@@ -92,22 +95,24 @@ def rebalance(episode: Episode, weights: Mapping[str, float], reasoning: str) ->
 def _fill(
     episode: Episode, side: str, symbol: str, amount: int, cash: float, positions: dict[str, Position]
 ) -> Fill | None:
-    """The fill of the order, a buy cut to what ``cash`` pays for, or None when the Episode would refuse it."""
+    """The fill of the order, a buy cut to what ``cash`` pays for, or None when the Episode would refuse it.
+    In an anonymized episode the order is cut to a count whole units trade (a unit may be more than a share)."""
     rules = episode.rules
     if side == "buy":
         price = episode.view.last_close(symbol) * (1 + rules.slippage)
         per_share = price * (1 + rules.commission_rate + rules.transfer_fee_rate)
         amount = min(amount, _orderable(symbol, int(max(cash - rules.min_commission, 0) / per_share), episode))
     while amount > 0:
-        try:
-            return plan_order(
-                side, symbol, amount, view=episode.view, cash=cash, positions=positions, rules=rules,
-                value_before=episode.value_before,
-            )  # fmt: skip
-        except Refused:
-            if side == "sell":
-                return None
-            amount = _orderable(symbol, amount - 1, episode)  # a minimum commission can still tip it over
+        if episode.shares_for(side, symbol, episode.units_for(symbol, amount)) == amount:
+            try:
+                return plan_order(
+                    side, symbol, amount, view=episode.view, cash=cash, positions=positions, rules=rules,
+                    value_before=episode.value_before,
+                )  # fmt: skip
+            except Refused:
+                if side == "sell":
+                    return None
+        amount = _orderable(symbol, amount - 1, episode)  # a minimum commission can still tip it over
     return None
 
 

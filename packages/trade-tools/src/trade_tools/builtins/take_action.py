@@ -75,9 +75,7 @@ class TakeAction(Tool):
             raise Refused(f"{shown(symbol)} 不在股票池中")
         amount = args.amount
         if episode.aliases and 0 < amount <= MAX_SHARES:  # units: the real shares they trade
-            held = episode.positions.get(symbol)
-            sellable = held.sellable if held and args.type == "sell" else 0
-            amount = episode.aliases.shares(amount, symbol, sellable=sellable, rules=episode.rules)
+            amount = episode.shares_for(args.type, symbol, amount)
             if amount == 0:
                 raise Refused(f"{args.amount}单位不足一手（成交按真实整手折算）")
             if amount > MAX_SHARES:
