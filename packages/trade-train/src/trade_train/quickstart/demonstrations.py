@@ -58,7 +58,8 @@ def signal_demonstrations(
         fillable = [s for s in signal_ranking(episode.view, signal, episode.task.pool) if _fills(episode, s)]
         if fillable:
             symbol = fillable[int(rng.integers(len(fillable)))]
-            order = {"type": "buy", "symbol": episode.hide(symbol), "amount": SIGNAL_BUY_SHARES, "reasoning": ""}
+            amount = episode.units_for(symbol, SIGNAL_BUY_SHARES)
+            order = {"type": "buy", "symbol": episode.hide(symbol), "amount": amount, "reasoning": ""}
             day.turn("", [("TakeAction", json.dumps(order, ensure_ascii=False))])
         day.turn("", [("TakeAction", json.dumps({"type": "stop", "reasoning": ""}))])
         messages = [message.model_dump(exclude_none=True) for message in day.messages]
@@ -67,7 +68,10 @@ def signal_demonstrations(
 
 
 def _fills(episode: Episode, symbol: str) -> bool:
-    """Whether the Episode would fill a buy of :data:`SIGNAL_BUY_SHARES` of ``symbol`` now."""
+    """Whether the Episode would fill a buy of :data:`SIGNAL_BUY_SHARES` of ``symbol`` now, typed as a number of
+    units when anonymized (a STAR unit of several shares may name no count of exactly that many)."""
+    if episode.shares_for("buy", symbol, episode.units_for(symbol, SIGNAL_BUY_SHARES)) != SIGNAL_BUY_SHARES:
+        return False
     try:
         plan_order(
             "buy", symbol, SIGNAL_BUY_SHARES, view=episode.view, cash=episode.cash, positions=episode.positions,

@@ -1,0 +1,62 @@
+"""The quickstart's demonstrations on anonymized tasks: the orders they teach are the real orders they mean, typed
+in units (an anonymized episode reads an amount as units of the stock's shown scale)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trade_data.signals import PlantedSignal
+from trade_data.store import MarketStore
+from trade_data.synth import write_synthetic_market
+from trade_reward.taskfolder import TaskRecord, read_records
+from trade_reward.tasks import build_tasks
+from trade_tools.episode import Episode
+from trade_train.quickstart.demonstrations import SIGNAL_BUY_SHARES, baseline_demonstrations, signal_demonstrations
+from trade_train.tiny.scripted import Demonstration
+
+
+@pytest.fixture(scope="module")
+def anonymized_market(tmp_path_factory: pytest.TempPathFactory) -> tuple[MarketStore, list[TaskRecord]]:
+    """40 stocks over 2023-01 .. 04 with KMID planted, and an anonymized task (pool of 10) for each of ~45 days."""
+    root = tmp_path_factory.mktemp("market")
+    data = write_synthetic_market(
+        root / "sig", 40, "2023-01-01", "2023-04-30", seed=2, signal=PlantedSignal(name="KMID", ic=0.3)
+    )
+    build_tasks(data, root / "tasks", split="train=2023-02-01:2023-04-10", pool_size="10", seed=2, anonymize=True)
+    return MarketStore.load(data), read_records(root / "tasks", "train")
+
+
+def _orders(demonstration: Demonstration) -> list[dict]:
+    """The buy and sell arguments the demonstration's assistant replies send."""
+    calls = [c["function"] for m in demonstration.messages if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    orders = [json.loads(c["arguments"]) for c in calls if c["name"] == "TakeAction"]
+    return [order for order in orders if order["type"] != "stop"]
+
+
+def test_a_signal_demonstration_buys_its_shares_on_an_anonymized_task(
+    anonymized_market: tuple[MarketStore, list[TaskRecord]],
+) -> None:
+    """The buy a signal demonstration teaches, replayed on its task, fills SIGNAL_BUY_SHARES real shares."""
+    store, records = anonymized_market
+    assert records and all(record.task.anonymized for record in records)
+    bought = 0
+    for record, demonstration in zip(records, signal_demonstrations(store, records, "KMID", seed=0), strict=True):
+        for order in _orders(demonstration):
+            episode = Episode.start(record.task, store)
+            episode.call("TakeAction", order)
+            assert episode.actions[-1].fill is not None, episode.actions[-1].reason
+            assert episode.actions[-1].fill.shares == SIGNAL_BUY_SHARES, record.task.task_id
+            bought += 1
+    assert bought > len(records) // 2
+
+
+def test_baseline_demonstrations_on_anonymized_tasks_have_no_refused_order(
+    anonymized_market: tuple[MarketStore, list[TaskRecord]],
+) -> None:
+    store, records = anonymized_market
+    demonstrations = baseline_demonstrations(store, records, seed=0)
+    replies = [m["content"] for d in demonstrations for m in d.messages if m.get("name") == "TakeAction"]
+    assert sum(reply.startswith("成交") for reply in replies) > len(records) // 4
+    assert all(reply.startswith(("成交", "已结束")) for reply in replies)
