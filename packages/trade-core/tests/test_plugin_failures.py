@@ -232,10 +232,13 @@ def test_the_users_ctrl_c_during_a_register_hook_still_interrupts(loaded: TradeP
         def trade_register_commands(self, register: Any) -> None:
             signal.raise_signal(signal.SIGINT)  # as the terminal sends it; the handler runs before this returns
 
-    before = signal.getsignal(signal.SIGINT)
-    with inline_plugin(loaded, Interrupted(), "interrupted"), pytest.raises(KeyboardInterrupt):
-        collect(loaded, "trade_register_commands")
-    assert loaded.failures == [] and signal.getsignal(signal.SIGINT) is before
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh CLI process
+    try:
+        with inline_plugin(loaded, Interrupted(), "interrupted"), pytest.raises(KeyboardInterrupt):
+            collect(loaded, "trade_register_commands")
+        assert loaded.failures == [] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_under_a_commands_own_sigint_handler_a_plugins_interrupt_is_its_failure_and_ctrl_c_reaches_the_handler(
