@@ -126,9 +126,12 @@ def test_an_endless_tool_loop_ends_at_the_turn_limit(real_store: MarketStore) ->
     ],
     ids=["hermes", "qwen3_coder", "bare function", "opening tag missing"],
 )
-def test_tool_call_markup_left_as_text_is_warned_about(real_store: MarketStore, text: str) -> None:
+@pytest.mark.parametrize("where", ["content", "reasoning"])
+def test_tool_call_markup_left_as_text_is_warned_about(real_store: MarketStore, text: str, where: str) -> None:
+    """In the text, or in the reasoning: vLLM's qwen3 reasoning parser returns a reply that opens neither
+    <think> nor <tool_call> as reasoning to its end (the call's opening tag missing, say)."""
     with structlog.testing.capture_logs() as logs:
-        day, usage, _ = play(real_store, [Reply(content=text)])
+        day, usage, _ = play(real_store, [Reply(**{where: text})])
     assert day.episode.status == "failed" and len(usage.warnings) == 1
     assert "tool-call markup" in usage.warnings[0] and "trade eval serve" in usage.warnings[0]
     assert [e["turn"] for e in logs if e["event"] == "llm.tool_markup_as_text"] == [1]

@@ -300,8 +300,8 @@ def play_reply(day: TradingDay, answer: dict[str, Any], usage: DayUsage) -> None
     content = content if isinstance(content, str) else ""
     if calls:  # the text without its calls: some servers (transformers serve) leave the parsed markup in it too
         content = CALL_BLOCK.sub("", content)
-    elif markup := [m for m in MARKUP if m in content]:
-        usage.warnings.append(
+    elif markup := [m for m in MARKUP if m in content or m in _reasoning(message)]:  # vLLM's qwen3 reasoning
+        usage.warnings.append(  # parser reads a reply without <think> or <tool_call> as reasoning, to its end
             f"turn {turn}: the reply holds tool-call markup {markup[0]} as text and the server parsed no call: "
             "the server's tool-call parser does not match the model's format (see `trade eval serve`), "
             "or the call is malformed"
