@@ -77,6 +77,24 @@ def test_the_generator_decides_the_draws() -> None:
     assert torch.equal(torch.get_rng_state(), before)  # a given generator leaves the global one alone
 
 
+def test_one_generator_per_row_draws_each_row_as_it_would_alone() -> None:
+    """A batch of requests, each with its seed: row i's draws are those of its own generator, call after call,
+    whatever the other rows hold or draw."""
+    seeds = [4, 9, 4, 1]
+    probs = torch.stack([torch.tensor(WEIGHTS), torch.ones(8), torch.tensor(WEIGHTS), torch.tensor(WEIGHTS[::-1])])
+    rows = [torch.Generator().manual_seed(seed) for seed in seeds]
+    alone = [torch.Generator().manual_seed(seed) for seed in seeds]
+    for _ in range(20):
+        batched = inverse_cdf_sample(probs, generator=rows).flatten().tolist()
+        assert batched == [int(inverse_cdf_sample(p[None], generator=g)) for p, g in zip(probs, alone, strict=True)]
+    with fast_cpu_sampling(generators=rows):
+        assert torch.multinomial(probs, num_samples=1).flatten().tolist() == [
+            int(inverse_cdf_sample(p[None], generator=g)) for p, g in zip(probs, alone, strict=True)
+        ]
+    with pytest.raises(ValueError, match="3 generators for 4 rows"):
+        inverse_cdf_sample(probs, generator=rows[:3])
+
+
 @pytest.mark.parametrize(
     ("probs", "num_samples", "kwargs"),
     [

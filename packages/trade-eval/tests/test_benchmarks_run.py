@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
+NO_TORCH = any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "trade_train"))
 
 
 @pytest.mark.parametrize(
@@ -19,6 +21,12 @@ BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
             "bench_eval_tasks.py",
             ["--episodes", "4", "--serial-episodes", "2", "--concurrency", "1", "4", "--latency", "0.01"],
             "| concurrency |",
+        ),
+        pytest.param(
+            "bench_local_batch.py",
+            ["--sft-steps", "0", "--tasks", "2", "--batch", "1", "2", "--rounds", "1", "--max-tokens", "4"],
+            "| batch |",
+            marks=pytest.mark.skipif(NO_TORCH, reason="needs torch, transformers, trade-train[tiny]"),
         ),
     ],
 )

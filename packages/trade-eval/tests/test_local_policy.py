@@ -1,5 +1,6 @@
 """`--policy local`: the tiny Qwen3 taught the tool-call format (`trade model tiny --sft-steps`), run in-process by
-transformers, plays a backtest and a tasks run on the real data with no server, the same way twice.
+transformers, plays a backtest and a tasks run on the real data with no server, the same way twice; requests
+generated in one batch write what each writes alone.
 
 The runs need torch, transformers and trade-train[tiny] (`tox -e eval`); they are skipped where those are absent.
 """
@@ -12,13 +13,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import structlog
 
 from trade_core.errors import TradeError
 from trade_core.testing import run_trade
+from trade_data.store import MarketStore
+from trade_eval.policies.llm import chat_request
 from trade_eval.policy import POLICIES, RunSettings
 from trade_reward.tasks import build_tasks
+from trade_tools.day import TradingDay
 from trade_tools.episode import DEFAULT_TOOLS
-from trade_tools.toolcalls import HERMES
+from trade_tools.tasks import day_task
+from trade_tools.toolcalls import HERMES, parse_reply
 
 HAS_TORCH = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
 MISSING = not HAS_TORCH or importlib.util.find_spec("trade_train") is None
@@ -57,6 +63,22 @@ def _calls(trajectories: list[dict]) -> list[dict]:
 
 def _messages(out: Path) -> list[list[dict]]:
     return [t["messages"] for t in _lines(out / "trajectories.jsonl")]
+
+
+def _requests(store: MarketStore, temperature: float, seeds: list[int], max_tokens: int = 40) -> list[dict]:
+    """Each seed's first request of a day as the policy sends it: other days and pool sizes, so other prompt
+    lengths (the shorter ones left-padded in a batch)."""
+    dates = [d.date() for d in store.calendar[-30:]]
+    requests = []
+    settings = RunSettings(model="tiny", temperature=temperature, top_p=0.9, max_tokens=max_tokens)
+    for seed in seeds:
+        day = TradingDay.start(day_task(store, dates[seed % len(dates)], pool_size=4 + seed % 5, seed=seed), store)
+        requests.append(chat_request(day, settings, day.episode.tool_schemas()) | {"seed": seed})
+    return requests
+
+
+def _texts(answers: list[dict]) -> list[dict]:
+    return [{"message": a["choices"][0]["message"], "usage": a["usage"]} for a in answers]
 
 
 def test_local_needs_a_model_folder(tmp_path: Path) -> None:
@@ -133,6 +155,90 @@ def test_sampling_is_seeded_by_the_request(random_model: Path) -> None:
     greedy = [model.complete({**request, "temperature": 0, "seed": seed}) for seed in (7, 8)]
     assert greedy[0] == greedy[1] and greedy[0]["usage"]["completion_tokens"] == 16  # no stop: max_tokens
     assert greedy[0]["choices"][0]["finish_reason"] == "length"
+
+
+def test_a_batch_that_is_not_a_number_of_requests_is_refused_before_loading(tmp_path: Path) -> None:
+    for batch in (0, "many", 2.5, True):
+        with pytest.raises(TradeError, match="is not a number of requests") as refused:
+            POLICIES.get("local").check(RunSettings(model=str(tmp_path), options={"batch": batch}))
+        assert refused.value.hint == "e.g. --set batch=16"
+
+
+@needs_model
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_a_batch_of_one_writes_what_one_generate_call_writes(
+    tiny_model: Path, real_store: MarketStore, temperature: float
+) -> None:
+    """The unbatched path (the global generator seeded, one prompt, HF sampling with the inverse-CDF sampler)
+    against a batch of one, token for token, greedy and sampled."""
+    import torch
+
+    from trade_core.cpu_generation import fast_cpu_sampling
+    from trade_eval.policies.local import LocalModel
+
+    model = LocalModel(tiny_model, HERMES, "cpu")
+    sampling = {"do_sample": True, "temperature": 1.0, "top_p": 0.9} if temperature else {"do_sample": False}
+    for request in _requests(real_store, temperature, [3, 11]):
+        inputs = model.tokenizer.apply_chat_template(
+            request["messages"],
+            tools=request["tools"],
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
+        )
+        torch.manual_seed(request["seed"])
+        with torch.inference_mode(), fast_cpu_sampling(threads=None):
+            output = model.model.generate(**inputs, max_new_tokens=40, **sampling)
+        ids = output[0, inputs["input_ids"].shape[1] :].tolist()
+        ids = ids[: next((i + 1 for i, token in enumerate(ids) if token in model.stops), len(ids))]
+        alone = parse_reply(model.tokenizer.decode(ids, skip_special_tokens=True), HERMES, request["tools"])
+        [answer] = model.answer([request])
+        message = answer["choices"][0]["message"]
+        assert answer["usage"] == {"prompt_tokens": inputs["input_ids"].shape[1], "completion_tokens": len(ids)}
+        assert (message["content"], message["reasoning_content"]) == (alone.content, alone.reasoning)
+        assert [(c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]] == alone.calls
+
+
+@needs_model
+def test_greedy_rows_of_a_batch_write_what_each_writes_alone(tiny_model: Path, real_store: MarketStore) -> None:
+    from trade_eval.policies.local import LocalModel
+
+    model = LocalModel(tiny_model, HERMES, "cpu")
+    requests = _requests(real_store, 0, [1, 2, 3, 4, 5])
+    batched = _texts(model.answer(requests))
+    assert len({row["usage"]["prompt_tokens"] for row in batched}) == len(requests)  # other lengths: padded rows
+    assert batched == [_texts(model.answer([request]))[0] for request in requests]
+    assert any(row["message"]["tool_calls"] for row in batched)  # the taught model's calls, not only text
+
+
+@needs_model
+def test_each_sampled_row_draws_from_its_own_seed(random_model: Path, real_store: MarketStore) -> None:
+    """The same prompt and seed in two rows of a batch writes the same text; another seed, another text."""
+    from trade_eval.policies.local import LocalModel
+
+    model = LocalModel(random_model, HERMES, "cpu")
+    [first, other] = _requests(real_store, 1.0, [7, 8], max_tokens=16)
+    other = first | {"seed": other["seed"]}
+    texts = [row["message"]["content"] for row in _texts(model.answer([first, other, first]))]
+    assert texts[0] == texts[2] != texts[1]
+
+
+@needs_model
+def test_requests_waiting_while_a_generation_runs_are_answered_together(
+    random_model: Path, real_store: MarketStore
+) -> None:
+    """Submitted while the worker generates a long reply, the others wait and are generated in batches of at most
+    --set batch, each answer the one its request gets alone."""
+    from trade_eval.policies.local import LocalModel
+
+    model = LocalModel(random_model, HERMES, "cpu", batch=3)
+    long, *short = _requests(real_store, 0, [1, 2, 3, 4, 5, 6], max_tokens=8)
+    with structlog.testing.capture_logs() as logs:
+        answers = [model.submit(request) for request in [long | {"max_tokens": 64}, *short]]
+        answers = [answer.result(timeout=600) for answer in answers]
+    batches = [entry["batch"] for entry in logs if entry["event"] == "local.reply"]
+    assert len(batches) == 6 and max(batches) > 1 and max(batches) <= 3, batches
+    assert _texts(answers[1:]) == [_texts(model.answer([request]))[0] for request in short]
 
 
 def test_the_cli_refuses_a_local_run_without_a_model_in_one_line(real_dataset: Path, tmp_path: Path) -> None:

@@ -3,11 +3,26 @@
 Each reply answers the very request the ``llm`` policy would send a server, the way vLLM serves Qwen models:
 the conversation and the Episode's tool schemas rendered by the model's own chat template (thinking as the
 template defaults), sampled with the run's temperature, top_p and max_tokens from a seed per day and reply
-(greedy at temperature 0, so a rerun writes the same text), the reasoning and tool calls read from the text by
+(greedy at temperature 0), the reasoning and tool calls read from the text by
 :mod:`trade_tools.toolcalls` in the family's format, and the answer played as the ``llm`` policy plays a
 server's. ``--model`` is the model folder; ``--set device=cuda:0`` picks the device (default: the first GPU if
-any, else CPU). A process loads a model once; generation runs in a worker thread, one request at a time, so
-the event loop keeps the other episodes in flight.
+any, else CPU).
+
+A process loads a model once, and one worker thread generates for it in batches: the requests that arrive while
+a generation runs (the other episodes of a tasks run) wait, and the next generation answers up to ``--set batch=N``
+of them together (default 16), left-padded, each row stopping at its own end or ``max_tokens``; the event loop
+keeps the episodes in flight meanwhile. Requests with other sampling settings are generated apart. Each prompt
+is read alone (in a model of attention layers only: causal attention, no mask) and the batch decodes from the
+joined cache, so batching saves decode steps, not prompt reading, and a batch runs as long as its longest reply.
+
+What batching keeps: a batch of one is the unbatched generation, token for token. In a batch, each row samples
+from its own generator seeded by its request (one uniform a token, by inverse CDF: :mod:`trade_core.cpu_generation`),
+so no row's seed or draws depend on the others. But padding and the batch's shape change the order of float sums
+in attention and matmuls, so a row's logits can differ from its unbatched run in the last bits: a greedy token
+flips only where two logits tie to that precision, a sampled one only where its uniform falls that close to a
+boundary of the cumulative distribution, and the text goes its own way after. Which requests share a batch
+depends on timing, so a rerun writes the same text up to such flips (the tests find batched greedy rows equal to
+unbatched ones on the tiny model, but do not promise it for every model and prompt).
 """
 
 from __future__ import annotations
@@ -16,8 +31,10 @@ import asyncio
 import contextlib
 import functools
 import importlib.util
+import queue
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +52,9 @@ log = structlog.get_logger("trade.eval.local")
 
 MAX_TOKENS = 2048
 """Completion tokens per reply without ``--max-tokens`` (a server's limit is the context left)."""
+BATCH = 16
+"""Requests generated together without ``--set batch`` (docs/benchmarks.md, "Batched local generation": what it
+gains depends on how much of a reply is its prompt, which every row still reads alone)."""
 CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 """PyPI's Linux torch is the CUDA build, gigabytes of CUDA libraries."""
 
@@ -53,9 +73,8 @@ class LocalPolicy(Policy):
         tools = day.episode.tool_schemas()
         while day.is_open:
             usage.requests += 1
-            answer = await asyncio.to_thread(
-                model.complete, chat_request(day, settings, tools), str(day.episode.task.date)
-            )
+            request = chat_request(day, settings, tools)
+            answer = await asyncio.wrap_future(model.submit(request, str(day.episode.task.date)))
             play_reply(day, answer, usage)
         return usage
 
@@ -63,13 +82,16 @@ class LocalPolicy(Policy):
 def _loaded(settings: RunSettings) -> LocalModel:
     if not settings.model:
         raise TradeError("policy 'local' needs a model folder", hint="pass --model DIR (a Hugging Face model folder)")
+    batch = settings.options.get("batch", BATCH)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise TradeError(f"batch {batch!r} is not a number of requests (1 or more)", hint=f"e.g. --set batch={BATCH}")
     folder = Path(settings.model).expanduser().resolve()
-    return _load(folder, str(settings.options.get("device", "")))
+    return _load(folder, str(settings.options.get("device", "")), batch)
 
 
 @functools.cache
-def _load(folder: Path, device: str) -> LocalModel:
-    """One model per folder and device in a process: loading is seconds, a day's reply much less."""
+def _load(folder: Path, device: str, batch: int) -> LocalModel:
+    """One model per folder, device and batch size in a process: loading is seconds, a day's reply much less."""
     family = model_family(folder)  # before the imports: a wrong folder is the likelier mistake
     missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
     if missing:
@@ -78,49 +100,129 @@ def _load(folder: Path, device: str) -> LocalModel:
             f"policy 'local' needs {' and '.join(missing)}",
             hint=command if "torch" not in missing else f"{CPU_TORCH} && {command}",  # the extra keeps a torch
         )
-    return LocalModel(folder, call_format(family), device)
+    return LocalModel(folder, call_format(family), device, batch)
 
 
 class LocalModel:
-    """A model folder loaded for generation, answering chat-completion requests as a vLLM server would."""
+    """A model folder loaded for generation, answering chat-completion requests as a vLLM server would, in batches."""
 
-    def __init__(self, folder: Path, fmt: str, device: str = "") -> None:
-        """``device``: a torch device; '' picks the first GPU if there is one, else the CPU (in fp32)."""
+    def __init__(self, folder: Path, fmt: str, device: str = "", batch: int = BATCH) -> None:
+        """``device``: a torch device; '' picks the first GPU if there is one, else the CPU (in fp32). ``batch``:
+        the most requests one generation answers."""
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+        from transformers.cache_utils import DynamicLayer
 
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.format = fmt
+        self.batch = batch
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         dtype = torch.float32 if self.device.type == "cpu" else "auto"  # bf16 matmuls are slow on most CPUs
         self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(self.device).eval()
         self.stops = set(self.model.generation_config.eos_token_id or [])
+        self.pad = self.tokenizer.pad_token_id or 0  # masked out, and cut off after a row's stop: any id pads
+        layers = DynamicCache(config=self.model.config).layers
+        self._attention_only = all(type(layer) is DynamicLayer for layer in layers)  # caches that left-pad
         self._lock = threading.Lock()
-        log.info("local.loaded", model=str(folder), device=str(self.device), format=fmt)
+        self._waiting: queue.SimpleQueue[tuple[dict[str, Any], str, Future[dict[str, Any]]]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name=f"local-{folder.name}", daemon=True).start()
+        log.info("local.loaded", model=str(folder), device=str(self.device), format=fmt, batch=batch)
+
+    def submit(self, request: dict[str, Any], day: str = "") -> Future[dict[str, Any]]:
+        """The future answer to ``request`` (the ``llm`` policy's), generated with the others waiting then."""
+        answer: Future[dict[str, Any]] = Future()
+        self._waiting.put((request, day, answer))
+        return answer
 
     def complete(self, request: dict[str, Any], day: str = "") -> dict[str, Any]:
-        """The chat.completion answer to ``request`` (the ``llm`` policy's), reasoning and calls parsed out."""
+        """The chat.completion answer to ``request``, reasoning and calls parsed out (waits for its batch)."""
+        return self.submit(request, day).result()
+
+    def answer(self, requests: list[dict[str, Any]], days: list[str] | None = None) -> list[dict[str, Any]]:
+        """The answers to ``requests``, in order: those with the same sampling settings generated as one batch."""
+        days = days or [""] * len(requests)
+        groups: dict[tuple[tuple[str, Any], ...], list[int]] = {}
+        for row, request in enumerate(requests):
+            groups.setdefault(tuple(self._sampling(request).items()), []).append(row)
+        answers: dict[int, dict[str, Any]] = {}
+        with self._lock:
+            for rows in groups.values():
+                answers |= zip(rows, self._generate([requests[i] for i in rows], [days[i] for i in rows]), strict=True)
+        return [answers[row] for row in range(len(requests))]
+
+    def _serve(self) -> None:
+        """The worker: take what waits (up to a batch), answer it as one, hand each answer to its caller."""
+        while True:
+            taken = [self._waiting.get()]
+            with contextlib.suppress(queue.Empty):
+                while len(taken) < self.batch:
+                    taken.append(self._waiting.get_nowait())
+            taken = [pending for pending in taken if pending[2].set_running_or_notify_cancel()]  # not cancelled
+            try:
+                answers = self.answer([request for request, _, _ in taken], [day for _, day, _ in taken])
+            except Exception as error:  # each caller raises it (its episode fails); the worker goes on
+                for *_, future in taken:
+                    future.set_exception(error)
+            else:
+                for (*_, future), answer in zip(taken, answers, strict=True):
+                    future.set_result(answer)
+
+    def _generate(self, requests: list[dict[str, Any]], days: list[str]) -> list[dict[str, Any]]:
+        """One generation for requests sharing their sampling: left-padded, row i sampling from request i's seed."""
         import torch
 
-        inputs = self.tokenizer.apply_chat_template(
-            request["messages"], tools=request["tools"], add_generation_prompt=True, return_tensors="pt",
-            return_dict=True,
-        ).to(self.device)  # fmt: skip
-        prompt = inputs["input_ids"].shape[1]
-        with self._lock, torch.inference_mode():
-            started = time.perf_counter()  # the generation's own time, not the wait for the lock
-            torch.manual_seed(request["seed"])  # the global generator: one generation at a time holds it
-            with fast_cpu_sampling(threads=None) if self.device.type == "cpu" else contextlib.nullcontext():
-                output = self.model.generate(**inputs, **self._sampling(request))
-            seconds = time.perf_counter() - started
-        ids = output[0, prompt:].tolist()
+        prompts = [
+            self.tokenizer.apply_chat_template(
+                request["messages"], tools=request["tools"], add_generation_prompt=True, return_dict=True
+            )["input_ids"]
+            for request in requests
+        ]
+        width = max(len(prompt) for prompt in prompts)
+        ids = torch.tensor([[self.pad] * (width - len(prompt)) + prompt for prompt in prompts], device=self.device)
+        mask = torch.tensor([[0] * (width - len(prompt)) + [1] * len(prompt) for prompt in prompts], device=self.device)
+        generators = [torch.Generator().manual_seed(request["seed"]) for request in requests]
+        started = time.perf_counter()  # the generation's own time, not the wait for a batch
+        with torch.inference_mode(), fast_cpu_sampling(threads=None, generators=generators):
+            cache = self._prefilled(prompts, width) if len(prompts) > 1 and self._attention_only else None
+            sampling = self._sampling(requests[0])
+            output = self.model.generate(
+                input_ids=ids, attention_mask=mask, past_key_values=cache, pad_token_id=self.pad, **sampling
+            )
+        seconds = time.perf_counter() - started
+        return [
+            self._reply(request, output[row, width:].tolist(), len(prompt), day, seconds, len(requests))
+            for row, (request, prompt, day) in enumerate(zip(requests, prompts, days, strict=True))
+        ]
+
+    def _prefilled(self, prompts: list[list[int]], width: int) -> Any:
+        """Each prompt but its last token run alone (causal attention, no mask), the keys and values left-padded
+        into one cache that generate continues: under a padding mask, CPU attention over a batch of prompts cost
+        2.5 times as much (it cannot skip the masked half), and a long prompt is much of a reply's time."""
+        import torch
+        from torch.nn.functional import pad
+        from transformers import DynamicCache
+
+        rows = []
+        for prompt in prompts:
+            cache = DynamicCache(config=self.model.config)
+            self.model.base_model(input_ids=torch.tensor([prompt[:-1]], device=self.device), past_key_values=cache)
+            left = (0, 0, width - len(prompt), 0)  # pads the sequence dimension of [1, heads, tokens, dim]
+            rows.append([(pad(layer.keys, left), pad(layer.values, left)) for layer in cache.layers])
+        by_layer = zip(*rows, strict=True)  # per layer: each row's (keys, values)
+        return DynamicCache([tuple(torch.cat(part) for part in zip(*layer, strict=True)) for layer in by_layer])
+
+    def _reply(
+        self, request: dict[str, Any], ids: list[int], prompt: int, day: str, seconds: float, batch: int
+    ) -> dict[str, Any]:
+        """A row's tokens, cut after its first stop, as the chat.completion answer (and its log line)."""
         end = next((i for i, token in enumerate(ids) if token in self.stops), None)
         ids = ids if end is None else ids[: end + 1]
         reply = parse_reply(self.tokenizer.decode(ids, skip_special_tokens=True), self.format, request["tools"])
         message: dict[str, Any] = {"role": "assistant", "content": reply.content, "reasoning_content": reply.reasoning}
         message["tool_calls"] = [{"type": "function", "function": {"name": n, "arguments": a}} for n, a in reply.calls]
         finish = "length" if end is None else "stop"
-        log.info("local.reply", day=day, tokens=len(ids), latency_s=round(seconds, 3), finish_reason=finish)
+        latency = round(seconds, 3)
+        log.info("local.reply", day=day, tokens=len(ids), latency_s=latency, finish_reason=finish, batch=batch)
         return {
             "choices": [{"message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": len(ids)},
