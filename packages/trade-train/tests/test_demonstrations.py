@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+pytest.importorskip("trade_eval", reason="the demonstrations play trade-eval's baselines (trade-train[quickstart])")
+
 from trade_data.signals import PlantedSignal
 from trade_data.store import MarketStore
 from trade_data.synth import write_synthetic_market
