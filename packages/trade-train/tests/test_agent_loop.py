@@ -404,13 +404,17 @@ def test_an_anonymized_day_trades_the_real_stock_by_its_alias_and_shows_no_real_
     config = verl_config(tmp_path, tasks, tools_yaml(real_dataset, anonymized=True), model_dir)
     (row,) = pq.read_table(tasks / "train.parquet").to_pylist()
     stock = buyable(real_store, row)
-    aliases = Episode.start(Task.model_validate_json(row["extra_info"]["task"]), real_store).aliases
+    started = Episode.start(Task.model_validate_json(row["extra_info"]["task"]), real_store)
+    aliases = started.aliases
     assert aliases is not None
     alias = aliases.symbols[stock]
     script = [
         call("get_macro_indicators", {"index": "沪深300指数"}),
         call("get_price_data", {"symbol": alias}),
-        call("TakeAction", {"type": "buy", "symbol": alias, "amount": 100, "reasoning": "走势偏强"}),
+        call(
+            "TakeAction",
+            {"type": "buy", "symbol": alias, "amount": started.units_for(stock, 100), "reasoning": "走势偏强"},
+        ),
         call("TakeAction", {"type": "stop", "reasoning": "买入一手，结束"}),
     ]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

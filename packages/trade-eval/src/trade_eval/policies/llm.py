@@ -56,7 +56,8 @@ class LLMPolicy(Policy):
 
     def check(self, settings: RunSettings) -> None:
         """Refuse a server that does not answer, before the first day: ``GET <base_url>/models``, which every
-        OpenAI-compatible server (vLLM, transformers serve, ms-swift) serves."""
+        OpenAI-compatible server (vLLM, transformers serve, ms-swift) serves; a 4xx answer (a wrong API root or
+        key) is refused too, a 5xx one is a server that is up."""
         if settings.base_url is not None:
             probe(settings.base_url, settings.api_key, min(settings.request_timeout, PROBE_TIMEOUT))
 
@@ -128,7 +129,7 @@ def _tls() -> ssl.SSLContext:
 
 
 def probe(base_url: str, api_key: str, timeout: float) -> None:
-    """A TradeError in one line (what failed, how to start a server) unless ``base_url`` lists its models.
+    """A TradeError in one line (what failed, how to start a server) unless a server answers at ``base_url``.
     Like the days' requests it reaches the server directly, whatever proxy the environment names."""
     url = base_url.rstrip("/")
     try:
@@ -144,6 +145,8 @@ def probe(base_url: str, api_key: str, timeout: float) -> None:
         with opener.open(request, timeout=timeout) as reply:
             reply.read()
     except urllib.error.HTTPError as error:
+        if error.code >= 500:  # a server answers (transformers serve fails its model list for a local folder)
+            return
         root = " (is --base-url the API root, ending in /v1?)" if error.code == 404 else ""
         problem = f"the server at {url} answered GET /models with HTTP {error.code}{root}"
         raise TradeError(problem, hint=SERVE_HINT) from None
