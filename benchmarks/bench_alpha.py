@@ -62,9 +62,12 @@ def bench_factor(
     )
     (e50, e99), (t50, t99), (q50, q99) = map(common.percentiles, (engine, tool, theirs))
     return (
-        f"{name} `{text}`", f"{e50:,.0f} / {e99:,.0f}", f"{t50:,.0f} / {t99:,.0f}",
-        f"{q50:,.0f} / {q99:,.0f}", f"{q50 / t50:,.0f}x",
-    )  # fmt: skip
+        f"{name} `{text}`",
+        f"{e50:,.0f} / {e99:,.0f}",
+        f"{t50:,.0f} / {t99:,.0f}",
+        f"{q50:,.0f} / {q99:,.0f}",
+        f"{q50 / t50:,.0f}x",
+    )
 
 
 def costliest(operator: str, stocks: int) -> tuple[int, str]:
@@ -78,8 +81,11 @@ def costliest(operator: str, stocks: int) -> tuple[int, str]:
             text = f"Ref({text}, 250)"
         return text
 
-    return max((_admitted(shape(window, depth), stocks), shape(window, depth))
-               for window in range(1, MAX_WINDOW + 1) for depth in range(8))  # fmt: skip
+    return max(
+        (_admitted(shape(window, depth), stocks), shape(window, depth))
+        for window in range(1, MAX_WINDOW + 1)
+        for depth in range(8)
+    )
 
 
 def _admitted(text: str, stocks: int) -> int:
@@ -145,10 +151,19 @@ def cap_rows(dataset: Path) -> tuple[list[tuple[str, ...]], float]:
     for label, units, text, stocks in calls:
         seen = probe(dataset, text, stocks)
         setups.append(float(seen["setup_ms"]))
-        rows.append((
-            label, f"`{text}`", str(stocks), f"{units:,}", f"{seen['cold_ms']:.1f}", f"{seen['warm_ms']:.1f}",
-            f"{seen['traced_mb']:.1f}", f"{seen['rss_mb']:.1f}", str(seen["answer"]).split("（")[0],
-        ))  # fmt: skip
+        rows.append(
+            (
+                label,
+                f"`{text}`",
+                str(stocks),
+                f"{units:,}",
+                f"{seen['cold_ms']:.1f}",
+                f"{seen['warm_ms']:.1f}",
+                f"{seen['traced_mb']:.1f}",
+                f"{seen['rss_mb']:.1f}",
+                str(seen["answer"]).split("（")[0],
+            )
+        )
     return rows, float(np.median(setups))
 
 

@@ -54,8 +54,9 @@ def build_run(dataset: Path, out: Path, episodes: int) -> tuple[int, int]:
         store, records[: min(PLAYED, episodes)], [get_scheme("bucketed"), get_scheme("continuous")], 1
     )
     settings = RunSettings(model="chatty")
-    manifest = new_manifest(evaluation, "chatty", settings, command=[], tasks=tasks, split=split, servers=(),
-                            data=dataset)  # fmt: skip
+    manifest = new_manifest(
+        evaluation, "chatty", settings, command=[], tasks=tasks, split=split, servers=(), data=dataset
+    )
     run_tasks(evaluation, Chatty(), settings, out, manifest, servers=(), concurrency=8, progress=False)
     trajectories = (out / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
     lines = (out / EPISODES).read_text(encoding="utf-8").splitlines()
@@ -98,15 +99,22 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         trade = Path(sys.executable).with_name("trade")
         started = time.perf_counter()
-        server = subprocess.Popen([str(trade), "eval", "dashboard", "--runs", str(run.parent), "--port", str(port)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        server = subprocess.Popen(
+            [str(trade), "eval", "dashboard", "--runs", str(run.parent), "--port", str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             server.stdout.readline()  # type: ignore[union-attr]  (listening)
             listening = time.perf_counter() - started
             middle = args.episodes // 2
-            pages = [("run list `/`", "/"), ("run page (first 200 of 10,000 rows)", "/run?run=tasks-10k"),
-                     (f"one episode `/day?n={middle}`", f"/day?run=tasks-10k&n={middle}"),
-                     ("failed episodes filter", "/run?run=tasks-10k&show=failed")]  # fmt: skip
+            pages = [
+                ("run list `/`", "/"),
+                ("run page (first 200 of 10,000 rows)", "/run?run=tasks-10k"),
+                (f"one episode `/day?n={middle}`", f"/day?run=tasks-10k&n={middle}"),
+                ("failed episodes filter", "/run?run=tasks-10k&show=failed"),
+            ]
             cold = [get(base + path) for _, path in pages]
             first_page = time.perf_counter() - started
             warm = [min(get(base + path) for _ in range(3)) for _, path in pages]

@@ -78,8 +78,15 @@ def main() -> None:
         f"replies a day, the server answering each after {args.latency * 1e3:.0f} ms; N backtests (seeds 0..N-1) "
         "side by side in one process (asyncio)"
     )
-    columns = ["backtests", "days/min (all)", "wall per day of a run", "latency floor per day",
-               "peak requests in flight", "requests/s", "CPU per day (harness + server threads)"]  # fmt: skip
+    columns = [
+        "backtests",
+        "days/min (all)",
+        "wall per day of a run",
+        "latency floor per day",
+        "peak requests in flight",
+        "requests/s",
+        "CPU per day (harness + server threads)",
+    ]
     common.report(header, columns, rows, args.write)
 
 

@@ -88,11 +88,27 @@ def main() -> None:
             settings = RunSettings(model="bench")
             out = Path(tmp) / f"run-{n}"
             with server_process(script) as server:
-                manifest = new_manifest(evaluation, "llm", settings, command=[], tasks=Path(tmp) / "tasks",
-                                        split=split, servers=[server["url"]], data=data)  # fmt: skip
+                manifest = new_manifest(
+                    evaluation,
+                    "llm",
+                    settings,
+                    command=[],
+                    tasks=Path(tmp) / "tasks",
+                    split=split,
+                    servers=[server["url"]],
+                    data=data,
+                )
                 started, cpu = time.perf_counter(), time.process_time()
-                summary = run_tasks(evaluation, LLMPolicy(), settings, out, manifest, servers=[server["url"]],
-                                    concurrency=concurrency, progress=False)  # fmt: skip
+                summary = run_tasks(
+                    evaluation,
+                    LLMPolicy(),
+                    settings,
+                    out,
+                    manifest,
+                    servers=[server["url"]],
+                    concurrency=concurrency,
+                    progress=False,
+                )
                 wall, cpu = time.perf_counter() - started, time.process_time() - cpu
             assert summary["played"] == count, summary["failure_reasons"]
             per_episode = wall / count
@@ -115,8 +131,16 @@ def main() -> None:
         f"server answering each after {args.latency * 1e3:.0f} ms (latency floor {args.requests * args.latency:.1f} s "
         f"an episode); time for {args.episodes} episodes"
     )
-    columns = ["concurrency", "episodes played", f"time for {args.episodes}", "episodes/s", "speed-up vs 1",
-               "peak requests in flight", "harness CPU per episode", "server CPU per episode"]  # fmt: skip
+    columns = [
+        "concurrency",
+        "episodes played",
+        f"time for {args.episodes}",
+        "episodes/s",
+        "speed-up vs 1",
+        "peak requests in flight",
+        "harness CPU per episode",
+        "server CPU per episode",
+    ]
     common.report(header, columns, rows, args.write)
 
 

@@ -64,9 +64,12 @@ def main() -> None:
     )
     rows = [
         ("outcome + scheme from Episode objects", f"{objects:.3f} s", f"{objects / n * 1e6:.1f} us"),
-        ("verl compute_score (parses Episode + ground-truth JSON)", f"{through_json:.3f} s",
-         f"{through_json / n * 1e6:.1f} us"),
-    ]  # fmt: skip
+        (
+            "verl compute_score (parses Episode + ground-truth JSON)",
+            f"{through_json:.3f} s",
+            f"{through_json / n * 1e6:.1f} us",
+        ),
+    ]
     common.report(header, ["what", "total", "per episode"], rows, args.write)
 
 

@@ -41,8 +41,10 @@ def main() -> None:
             for _ in range(args.rollouts):
                 trading = TradingDay.start(task, store)
                 calls = [("get_price_data", {"symbol": s}) for s in rng.choice(task.pool, 3, replace=False)]
-                calls += [("TakeAction", {"type": "buy", "symbol": str(task.pool[0]), "amount": 100}),
-                          ("TakeAction", {"type": "stop", "reasoning": "bench"})]  # fmt: skip
+                calls += [
+                    ("TakeAction", {"type": "buy", "symbol": str(task.pool[0]), "amount": 100}),
+                    ("TakeAction", {"type": "stop", "reasoning": "bench"}),
+                ]
                 for name, arguments in calls:
                     trading.turn("<think>\n分析\n</think>\n\n", [(name, json.dumps(arguments))])
                 episode = trading.episode

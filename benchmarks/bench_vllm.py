@@ -49,11 +49,30 @@ def episodes_per_s(url: str, model: str, tasks: Path, data: Path, concurrency: i
     trade = [sys.executable, "-c", "from trade_core.cli import main; main()"]
     started = time.perf_counter()
     subprocess.run(
-        [*trade, "eval", "tasks", "--tasks", str(tasks), "--base-url", url, "--model", model,
-         "--concurrency", str(concurrency), "--temperature", "0.7", "--max-tokens", "160", "--data", str(data),
-         "--out", str(out)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            *trade,
+            "eval",
+            "tasks",
+            "--tasks",
+            str(tasks),
+            "--base-url",
+            url,
+            "--model",
+            model,
+            "--concurrency",
+            str(concurrency),
+            "--temperature",
+            "0.7",
+            "--max-tokens",
+            "160",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     count = sum(1 for _ in (out / "episodes.jsonl").open())
     return count / (time.perf_counter() - started)
 

@@ -140,22 +140,33 @@ def report(run: Path) -> None:
     state = json.loads((run / "quickstart.json").read_text(encoding="utf-8"))
     settings, stages = state["settings"], {name: f["seconds"] for name, f in state["finished"].items()}
     result = {"settings": settings, "stage_seconds": stages, "model": model_size(run / "model")}
-    print(f"model: {result['model']['layers']} layers, hidden {result['model']['hidden']}, "
-          f"{result['model']['parameters'] / 1e6:.1f} M parameters")  # fmt: skip
+    print(
+        f"model: {result['model']['layers']} layers, hidden {result['model']['hidden']}, "
+        f"{result['model']['parameters'] / 1e6:.1f} M parameters"
+    )
     print("stages: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in stages.items()))
     steps = metric_lines(run / "grpo" / "metrics.jsonl")
     if "grpo" in stages:
         seconds = stages["grpo"]
         tokens, rollouts = rollout_tokens(run / "grpo", run / "model")
-        result["grpo"] = {"steps": len(steps), "steps_per_s": len(steps) / seconds, "rollouts": rollouts,
-                          "rollout_tokens": tokens, "rollout_tokens_per_s": tokens / seconds}  # fmt: skip
-        print(f"grpo: {len(steps)} steps in {seconds:.0f} s = {len(steps) / seconds:.3f} steps/s; {rollouts} "
-              f"rollouts, {tokens:,} assistant tokens = {tokens / seconds:,.0f} rollout tokens/s")  # fmt: skip
+        result["grpo"] = {
+            "steps": len(steps),
+            "steps_per_s": len(steps) / seconds,
+            "rollouts": rollouts,
+            "rollout_tokens": tokens,
+            "rollout_tokens_per_s": tokens / seconds,
+        }
+        print(
+            f"grpo: {len(steps)} steps in {seconds:.0f} s = {len(steps) / seconds:.3f} steps/s; {rollouts} "
+            f"rollouts, {tokens:,} assistant tokens = {tokens / seconds:,.0f} rollout tokens/s"
+        )
     result["gpu"] = gpu_use(run / GPU_CSV)
     if result["gpu"]:
         g = result["gpu"]
-        print(f"gpu: peak {g['peak_mib']:,} of {g['total_mib']:,} MiB used, {g['busy_mean']:.0f}% busy on average "
-              f"({g['samples']} samples)")  # fmt: skip
+        print(
+            f"gpu: peak {g['peak_mib']:,} of {g['total_mib']:,} MiB used, {g['busy_mean']:.0f}% busy on average "
+            f"({g['samples']} samples)"
+        )
     if steps:
         result["learning"] = learning(steps)
         for label, (first, last) in result["learning"].items():
@@ -207,12 +218,19 @@ def rollout_tokens(grpo: Path, model: Path) -> tuple[int, int]:
 
 
 def gpu_use(path: Path) -> dict[str, float] | None:
-    rows = [[float(v) for v in line.split(",")] for line in path.read_text().splitlines() if line.strip()] \
-        if path.is_file() else []  # fmt: skip
+    rows = (
+        [[float(v) for v in line.split(",")] for line in path.read_text().splitlines() if line.strip()]
+        if path.is_file()
+        else []
+    )
     if not rows:
         return None
-    return {"peak_mib": int(max(r[0] for r in rows)), "total_mib": int(rows[0][1]),
-            "busy_mean": statistics.fmean(r[2] for r in rows), "samples": len(rows)}  # fmt: skip
+    return {
+        "peak_mib": int(max(r[0] for r in rows)),
+        "total_mib": int(rows[0][1]),
+        "busy_mean": statistics.fmean(r[2] for r in rows),
+        "samples": len(rows),
+    }
 
 
 def learning(steps: list[dict]) -> dict[str, tuple[str, str]]:
@@ -237,8 +255,9 @@ def held_out(folder: Path, scheme: str) -> dict[str, str]:
         summary = json.loads(path.read_text(encoding="utf-8"))
         mean, ci = summary["mean_reward"].get(scheme), summary["mean_reward_ci"].get(scheme)
         interval = f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""
-        found[path.parent.name] = (f"reward {mean:+.3f}{interval}, stop rate {summary['stop_rate']:.0%}, "
-                                   f"{summary['episodes']} episodes")  # fmt: skip
+        found[path.parent.name] = (
+            f"reward {mean:+.3f}{interval}, stop rate {summary['stop_rate']:.0%}, {summary['episodes']} episodes"
+        )
     return found
 
 
@@ -251,8 +270,9 @@ def backtests(folder: Path) -> dict[str, str]:
         rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
         mine = rows["local"]
         note = trading_note(mine.get("trading"))
-        found[path.parent.name] = (f"{mine['total_return']:+.2%} (hold {rows['hold']['total_return']:+.2%})"
-                                   + (f", {note}" if note else ""))  # fmt: skip
+        found[path.parent.name] = f"{mine['total_return']:+.2%} (hold {rows['hold']['total_return']:+.2%})" + (
+            f", {note}" if note else ""
+        )
     return found
 
 

@@ -104,8 +104,9 @@ def test_one_generator_per_row_draws_each_row_as_it_would_alone() -> None:
     ],
 )
 def test_other_calls_go_to_torch_multinomial(probs: torch.Tensor, num_samples: int, kwargs: dict) -> None:
-    ours = inverse_cdf_sample(probs, num_samples, generator=torch.Generator().manual_seed(3),
-                              _multinomial=torch.multinomial, **kwargs)  # fmt: skip
+    ours = inverse_cdf_sample(
+        probs, num_samples, generator=torch.Generator().manual_seed(3), _multinomial=torch.multinomial, **kwargs
+    )
     theirs = torch.multinomial(probs, num_samples, generator=torch.Generator().manual_seed(3), **kwargs)
     assert torch.equal(ours, theirs)
     if num_samples == 3:  # without replacement: the three possible tokens, each once

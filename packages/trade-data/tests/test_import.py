@@ -50,9 +50,16 @@ def test_real_import_info(real_dataset: Path) -> None:
 
 def test_cli_import_prints_info(sample_data: Path, tmp_path: Path) -> None:
     run = run_trade(
-        "data", "import", str(sample_data / "daily.parquet"), "--out", str(tmp_path / "Q"),
-        "--calendar", str(sample_data / "calendar.txt"), "--universe", f"csi300={sample_data / 'csi300.txt'}",
-    )  # fmt: skip
+        "data",
+        "import",
+        str(sample_data / "daily.parquet"),
+        "--out",
+        str(tmp_path / "Q"),
+        "--calendar",
+        str(sample_data / "calendar.txt"),
+        "--universe",
+        f"csi300={sample_data / 'csi300.txt'}",
+    )
     assert run.code == 0, run.err
     assert "540 (537 stocks" in run.out and "universe    csi300" in run.out
     info = run_trade("data", "info", str(tmp_path / "Q"))
@@ -189,9 +196,11 @@ def test_newer_table_appends_to_existing_dataset(sample_data: Path, real_table: 
     (tmp_path / "old_cal.txt").write_text("\n".join(calendar[calendar <= cut]) + "\n")
     old_rows.to_parquet(tmp_path / "old.parquet")
     out = import_table(
-        tmp_path / "old.parquet", tmp_path / "Q", calendar_file=tmp_path / "old_cal.txt",
+        tmp_path / "old.parquet",
+        tmp_path / "Q",
+        calendar_file=tmp_path / "old_cal.txt",
         universe_files={"csi300": sample_data / "csi300.txt"},
-    )  # fmt: skip
+    )
     assert dataset_info(out).last_date == cut
     before = _feature_bytes(out)
     newer = real_table[real_table["date"] > "2025-03-31"]  # overlaps the old range by a quarter, identically

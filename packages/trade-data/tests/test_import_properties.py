@@ -122,15 +122,21 @@ def test_imports_change_history_only_with_the_matching_flag(
             DataValidationError, match="--allow-revisions" if revised and not allow_revisions else "--allow-drop"
         ):
             import_table(
-                _csv(tmp / "new.csv", new), out, universe_files=universes,
-                allow_revisions=allow_revisions, allow_drop=allow_drop,
-            )  # fmt: skip
+                _csv(tmp / "new.csv", new),
+                out,
+                universe_files=universes,
+                allow_revisions=allow_revisions,
+                allow_drop=allow_drop,
+            )
         assert _digest(out) == digest
         return
     import_table(
-        _csv(tmp / "new.csv", new), out, universe_files=universes,
-        allow_revisions=allow_revisions, allow_drop=allow_drop,
-    )  # fmt: skip
+        _csv(tmp / "new.csv", new),
+        out,
+        universe_files=universes,
+        allow_revisions=allow_revisions,
+        allow_drop=allow_drop,
+    )
     after = _stored(out)
     assert set(after) == set(old) | set(new)  # nothing dropped, every new row added
     assert set(read_calendar(out)) >= set(old_calendar)

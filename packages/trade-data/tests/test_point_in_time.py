@@ -62,9 +62,12 @@ def test_future_changes_leave_every_read_at_t0_unchanged(
     members = read_instruments_file(sample_data / "csi300.txt")
     table, new_members = perturb_future(real_table, members, t0, seed=k)
     out = write_dataset(
-        table, tmp_path / "perturbed", meta=DatasetMeta(source="perturbed"),
-        calendar=read_calendar_file(sample_data / "calendar.txt"), universes={"csi300": new_members},
-    )  # fmt: skip
+        table,
+        tmp_path / "perturbed",
+        meta=DatasetMeta(source="perturbed"),
+        calendar=read_calendar_file(sample_data / "calendar.txt"),
+        universes={"csi300": new_members},
+    )
     perturbed = MarketStore.load(out)
     assert not np.array_equal(perturbed.raw["close"], real_store.raw["close"], equal_nan=True)  # the future did change
     original = snapshot(real_store.asof(t0), np.random.default_rng(k))
@@ -84,9 +87,12 @@ def test_deleting_the_future_leaves_every_read_unchanged(
     members = read_instruments_file(sample_data / "csi300.txt")
     members = members[members["start"] <= t0].assign(end=lambda m: m["end"].clip(upper=t0))
     out = write_dataset(
-        real_table[real_table["date"] <= t0], tmp_path / "cut", meta=DatasetMeta(source="cut"),
-        calendar=calendar[calendar <= t0], universes={"csi300": members},
-    )  # fmt: skip
+        real_table[real_table["date"] <= t0],
+        tmp_path / "cut",
+        meta=DatasetMeta(source="cut"),
+        calendar=calendar[calendar <= t0],
+        universes={"csi300": members},
+    )
     cut = MarketStore.load(out)
     np.testing.assert_equal(
         snapshot(cut.asof(t0), np.random.default_rng(1)), snapshot(real_store.asof(t0), np.random.default_rng(1))

@@ -214,8 +214,20 @@ def _trade(*args: str) -> tuple[int, str]:
 
 def test_cli_plants_a_signal_and_info_shows_it(tmp_path: Path) -> None:
     out = tmp_path / "synth"
-    code, output = _trade("data", "synth", "--out", str(out), "--symbols", "20", "--start", "2020-01-01",
-                          "--end", "2020-06-30", "--signal", "kmid:0.2")  # fmt: skip
+    code, output = _trade(
+        "data",
+        "synth",
+        "--out",
+        str(out),
+        "--symbols",
+        "20",
+        "--start",
+        "2020-01-01",
+        "--end",
+        "2020-06-30",
+        "--signal",
+        "kmid:0.2",
+    )
     assert code == 0, output
     assert "planted signal KMID, IC 0.2" in output
     assert read_meta(out).parameters["signal"] == {"name": "KMID", "ic": 0.2}

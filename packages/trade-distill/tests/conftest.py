@@ -33,8 +33,20 @@ class PromptedPolicies:
 def backtest_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A momentum backtest of 6 days from 2025-06-20 (trajectories with ground truth, no reward: 2 lose)."""
     out = tmp_path_factory.mktemp("backtest") / "run"
-    done = run_trade("eval", "backtest", "--policy", "momentum", "--start-date", "2025-06-20", "--num-days", "6",
-                     "--data", str(real_dataset), "--out", str(out))  # fmt: skip
+    done = run_trade(
+        "eval",
+        "backtest",
+        "--policy",
+        "momentum",
+        "--start-date",
+        "2025-06-20",
+        "--num-days",
+        "6",
+        "--data",
+        str(real_dataset),
+        "--out",
+        str(out),
+    )
     assert done.code == 0, done.err
     return out
 
@@ -45,8 +57,18 @@ def tasks_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     tasks = tmp_path_factory.mktemp("tasks") / "tasks"
     build_tasks(real_dataset, tasks, split="test=2025-07-01:2025-07-08", pool_size="8", per_day=2, seed=3)
     out = tmp_path_factory.mktemp("tasks-run") / "run"
-    done = run_trade("eval", "tasks", "--tasks", str(tasks / "test.jsonl"), "--policy", "equal-weight",
-                     "--data", str(real_dataset), "--out", str(out))  # fmt: skip
+    done = run_trade(
+        "eval",
+        "tasks",
+        "--tasks",
+        str(tasks / "test.jsonl"),
+        "--policy",
+        "equal-weight",
+        "--data",
+        str(real_dataset),
+        "--out",
+        str(out),
+    )
     assert done.code == 0, done.err
     return out
 
@@ -55,8 +77,20 @@ def tasks_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 def prompted_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The momentum backtest of :func:`backtest_run` with each day's prompt: 6 days with tool calls, 2 losing."""
     out = tmp_path_factory.mktemp("prompted") / "run"
-    args = ["eval", "backtest", "--policy", PromptedMomentum.name, "--start-date", "2025-06-20", "--num-days", "6",
-            "--data", str(real_dataset), "--out", str(out)]  # fmt: skip
+    args = [
+        "eval",
+        "backtest",
+        "--policy",
+        PromptedMomentum.name,
+        "--start-date",
+        "2025-06-20",
+        "--num-days",
+        "6",
+        "--data",
+        str(real_dataset),
+        "--out",
+        str(out),
+    ]
     with inline_plugin(get_manager(), PromptedPolicies(), "prompted-policies"):
         done = CliRunner().invoke(build_cli(get_manager()), args)
     assert done.exit_code == 0, done.output

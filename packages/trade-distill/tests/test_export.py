@@ -104,8 +104,18 @@ def test_swift_lora_without_ms_swift_fails_before_anything_is_written(prompted_r
     (model / "config.json").write_text('{"model_type": "qwen3"}')
     (model / "tokenizer.json").write_text("{}")
     run_dir = tmp_path / "run"
-    done = run_trade("train", "--trainer", "swift-lora", "--model", str(model), "--dataset",
-                     str(prompted_run / "trajectories.jsonl"), "--run-dir", str(run_dir), "--dry-run")  # fmt: skip
+    done = run_trade(
+        "train",
+        "--trainer",
+        "swift-lora",
+        "--model",
+        str(model),
+        "--dataset",
+        str(prompted_run / "trajectories.jsonl"),
+        "--run-dir",
+        str(run_dir),
+        "--dry-run",
+    )
     assert done.code == 2 and not run_dir.exists()
     trajectories, no_swift = done.err.splitlines()
     assert trajectories.startswith(f"error: {prompted_run / 'trajectories.jsonl'}:1: not an ms-swift agent row (")
@@ -119,8 +129,10 @@ def test_tasks_and_dataset_are_one_or_the_other(tmp_path: Path) -> None:
 
 def test_swift_flags_replace_by_name_and_keep_their_values() -> None:
     assert parse_flags(["--max_steps", "2", "--target_modules", "q_proj", "v_proj", "--report_to=swanlab"]) == {
-        "max_steps": ["2"], "target_modules": ["q_proj", "v_proj"], "report_to": ["swanlab"],
-    }  # fmt: skip
+        "max_steps": ["2"],
+        "target_modules": ["q_proj", "v_proj"],
+        "report_to": ["swanlab"],
+    }
     with pytest.raises(TradeError, match="swift argument 'lora' follows no --flag"):
         parse_flags(["lora", "--max_steps", "2"])
 

@@ -42,8 +42,10 @@ def refused_call(trajectory: Trajectory, name: str, arguments: str) -> Trajector
     """``trajectory`` with one more call, answered by the real Episode's text for it."""
     open_episode = trajectory.episode.model_copy(deep=True, update={"status": "open"})
     call = ToolCall(id="bad", function=FunctionCall(name=name, arguments=arguments))
-    added = [Message(role="assistant", tool_calls=[call]),
-             Message(role="tool", tool_call_id="bad", content=open_episode.call(name, arguments))]  # fmt: skip
+    added = [
+        Message(role="assistant", tool_calls=[call]),
+        Message(role="tool", tool_call_id="bad", content=open_episode.call(name, arguments)),
+    ]
     return trajectory.model_copy(update={"messages": [*trajectory.messages[:-1], *added, trajectory.messages[-1]]})
 
 
@@ -129,7 +131,7 @@ def test_the_return_comes_from_the_ground_truth_when_there_is_no_reward(tasks_ru
         (["--set", "nav-return.threshold=high"], "error: --set nav-return.threshold='high': expected a float"),
         (["--rule", "duplicates", "--set", "nav-return.threshold=1"], "error: --set nav-return.threshold: no rule"),
     ],
-)  # fmt: skip
+)
 def test_a_wrong_rule_or_setting_is_one_line(args: list[str], message: str, tasks_run: Path, tmp_path: Path) -> None:
     done = distill(str(tasks_run), *args, "--out", str(tmp_path / "kept.jsonl"))
     assert done.exit_code == 2 and done.stderr.startswith(message) and len(done.stderr.splitlines()) == 1, done.stderr
@@ -166,9 +168,15 @@ def test_a_users_filter_plugin_runs_by_name(tasks_run: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "arguments"),
-    [("Trade", "{}"), ("TakeAction", '{"type": '), ("TakeAction", "[1]"), ("TakeAction", "{}"),
-     ("TakeAction", '{"type": "stop", "date": "2025-07-01"}'), ("TakeAction", '{"type": "hold"}')],
-)  # fmt: skip
+    [
+        ("Trade", "{}"),
+        ("TakeAction", '{"type": '),
+        ("TakeAction", "[1]"),
+        ("TakeAction", "{}"),
+        ("TakeAction", '{"type": "stop", "date": "2025-07-01"}'),
+        ("TakeAction", '{"type": "hold"}'),
+    ],
+)
 def test_every_call_the_episode_refuses_as_malformed_is_found(name: str, arguments: str, tasks_run: Path) -> None:
     """The Episode's own texts: unknown tool, not JSON, not an object, missing, extra and invalid arguments."""
     clean = by_task(tasks_run)[WINNER]

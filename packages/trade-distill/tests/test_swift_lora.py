@@ -51,20 +51,37 @@ def exported(prompted_run: Path, tiny: Path, tmp_path_factory: pytest.TempPathFa
         next(line for line in lines if line.startswith("tokens per row:")).split()[6].strip(",").replace(",", "")
     )
     dropped = folder / "short.jsonl"
-    done = run_trade("distill", "export", str(kept), "--out", str(dropped), "--model", str(tiny),
-                     "--max-length", str(median), "--over-length", "drop")  # fmt: skip
+    done = run_trade(
+        "distill",
+        "export",
+        str(kept),
+        "--out",
+        str(dropped),
+        "--model",
+        str(tiny),
+        "--max-length",
+        str(median),
+        "--over-length",
+        "drop",
+    )
     over = next(line for line in done.out.splitlines() if f"over --max-length {median}" in line)
     assert done.code == 0 and over.endswith("left out of the file") and int(over.split()[0]) > 0, done.out
     assert done.out.splitlines()[-1] == f"wrote {4 - int(over.split()[0])} rows -> {dropped}"
-    done = run_trade("distill", "export", str(kept), "--out", str(dropped), "--model", str(tiny),
-                     "--max-length", str(median))  # fmt: skip
+    done = run_trade(
+        "distill", "export", str(kept), "--out", str(dropped), "--model", str(tiny), "--max-length", str(median)
+    )
     assert done.code == 2 and f"row(s) over --max-length {median} tokens (pass --over-length drop" in done.err
     return rows
 
 
 def test_the_plan_is_the_tutorials_run_with_the_users_flags_on_top(tiny: Path, exported: Path, tmp_path: Path) -> None:
-    spec = TrainSpec(model=str(tiny), dataset=exported, device="cpu", run_dir=tmp_path / "run",
-                     overrides=("--lora_rank", "8", "--max_steps", "1"))  # fmt: skip
+    spec = TrainSpec(
+        model=str(tiny),
+        dataset=exported,
+        device="cpu",
+        run_dir=tmp_path / "run",
+        overrides=("--lora_rank", "8", "--max_steps", "1"),
+    )
     flags = parse_flags(SwiftLoRA().plan(spec).command[2:])
     assert flags["model_type"] == ["qwen3"] and flags["template"] == ["qwen3"] and flags["agent_template"] == ["hermes"]
     assert flags["lora_rank"] == ["8"] and flags["lora_alpha"] == ["64"] and flags["max_steps"] == ["1"]
@@ -74,20 +91,53 @@ def test_the_plan_is_the_tutorials_run_with_the_users_flags_on_top(tiny: Path, e
 
 
 def test_a_flag_swift_does_not_have_fails_the_dry_run(tiny: Path, exported: Path, tmp_path: Path) -> None:
-    done = run_trade("train", "--trainer", "swift-lora", "--model", str(tiny), "--dataset", str(exported), "--device",
-                     "cpu", "--run-dir", str(tmp_path / "run"), "--dry-run", "--", "--train_type", "lora")  # fmt: skip
+    done = run_trade(
+        "train",
+        "--trainer",
+        "swift-lora",
+        "--model",
+        str(tiny),
+        "--dataset",
+        str(exported),
+        "--device",
+        "cpu",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--dry-run",
+        "--",
+        "--train_type",
+        "lora",
+    )
     assert done.code == 2 and "error: swift sft has no flag --train_type" in done.err, done.err
 
 
-def test_backtest_filter_export_train_merge_serve_backtest(tiny: Path, exported: Path, real_dataset: Path,
-                                                            tmp_path: Path) -> None:  # fmt: skip
+def test_backtest_filter_export_train_merge_serve_backtest(
+    tiny: Path, exported: Path, real_dataset: Path, tmp_path: Path
+) -> None:
     from safetensors.torch import load_file
 
     run_dir = tmp_path / "lora"
-    done = run_trade("train", "--trainer", "swift-lora", "--model", str(tiny), "--dataset", str(exported),
-                     "--device", "cpu", "--run-dir", str(run_dir), "--",
-                     "--max_steps", "1", "--gradient_accumulation_steps", "1", "--save_steps", "1",
-                     timeout=SWIFT_S)  # fmt: skip
+    done = run_trade(
+        "train",
+        "--trainer",
+        "swift-lora",
+        "--model",
+        str(tiny),
+        "--dataset",
+        str(exported),
+        "--device",
+        "cpu",
+        "--run-dir",
+        str(run_dir),
+        "--",
+        "--max_steps",
+        "1",
+        "--gradient_accumulation_steps",
+        "1",
+        "--save_steps",
+        "1",
+        timeout=SWIFT_S,
+    )
     assert done.code == 0, done.err[-2000:]
     (adapter,) = run_dir.glob("output/v*/checkpoint-1")
     assert (adapter / "adapter_model.safetensors").is_file()
@@ -95,17 +145,39 @@ def test_backtest_filter_export_train_merge_serve_backtest(tiny: Path, exported:
     lora_b = [w for name, w in load_file(adapter / "adapter_model.safetensors").items() if "lora_B" in name]
     assert len(lora_b) == 14 and max(float(w.abs().max()) for w in lora_b) > 0  # 2 layers x 7 linear; B starts at 0
     swift = Path(sys.executable).with_name("swift")
-    merge = subprocess.run([str(swift), "export", "--adapters", str(adapter), "--merge_lora", "true"],
-                           capture_output=True, text=True, timeout=SWIFT_S, check=False)  # fmt: skip
+    merge = subprocess.run(
+        [str(swift), "export", "--adapters", str(adapter), "--merge_lora", "true"],
+        capture_output=True,
+        text=True,
+        timeout=SWIFT_S,
+        check=False,
+    )
     assert merge.returncode == 0, merge.stderr[-2000:]
     merged = adapter.with_name("checkpoint-1-merged")
     assert json.loads((merged / "config.json").read_text())["model_type"] == "qwen3"
     served = run_trade("eval", "serve", str(merged))
     assert served.code == 0 and "--tool-call-parser hermes" in served.out, served.err
     out = tmp_path / "merged-run"
-    done = run_trade("eval", "backtest", "--policy", "local", "--model", str(merged), "--start-date", "2025-06-20",
-                     "--num-days", "1", "--temperature", "0", "--max-tokens", "24", "--data", str(real_dataset),
-                     "--out", str(out))  # fmt: skip
+    done = run_trade(
+        "eval",
+        "backtest",
+        "--policy",
+        "local",
+        "--model",
+        str(merged),
+        "--start-date",
+        "2025-06-20",
+        "--num-days",
+        "1",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "24",
+        "--data",
+        str(real_dataset),
+        "--out",
+        str(out),
+    )
     assert done.code == 0, done.err
     (day,) = [json.loads(line) for line in (out / "days.jsonl").read_text().splitlines()]
     assert day["status"] == "done" and day["requests"] == 1 and day["completion_tokens"] == 24, day  # it answered

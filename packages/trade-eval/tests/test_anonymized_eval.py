@@ -40,11 +40,13 @@ def _alias_trader(request: Request) -> Reply:
     user = next(m["content"] for m in request.body["messages"] if m["role"] == "user")
     alias = POOL.search(user).group(1).split(", ")[0]
     if request.turn == 0:
-        return Reply(calls=(
-            ("get_price_data", json.dumps({"symbol": alias, "period": "10d", "indicators": ["MA", "RSI"]})),
-            ("compute_alpha_factor", json.dumps({"symbol": alias, "factor": "ROC5"})),
-            ("get_macro_indicators", "{}"),
-        ))  # fmt: skip
+        return Reply(
+            calls=(
+                ("get_price_data", json.dumps({"symbol": alias, "period": "10d", "indicators": ["MA", "RSI"]})),
+                ("compute_alpha_factor", json.dumps({"symbol": alias, "factor": "ROC5"})),
+                ("get_macro_indicators", "{}"),
+            )
+        )
     if request.turn == 1:
         order = {"type": "buy", "symbol": alias, "amount": 100, "reasoning": f"买入{alias}"}
         return Reply(calls=(("TakeAction", json.dumps(order, ensure_ascii=False)),))
@@ -66,8 +68,23 @@ def test_a_tasks_run_sends_no_real_code_or_date_and_trades_the_real_stock(real_d
     build_tasks(real_dataset, tmp_path / "tasks", split="test=2025-07-01:2025-07-08", pool_size="6", seed=1)
     out = tmp_path / "anon"
     with FaultServer(_alias_trader) as server:
-        done = run_trade("eval", "tasks", "--tasks", str(tmp_path / "tasks"), "--split", "test", "--base-url",
-                         server.url, "--model", "m", "--anonymize", "--limit", "2", "--out", str(out))  # fmt: skip
+        done = run_trade(
+            "eval",
+            "tasks",
+            "--tasks",
+            str(tmp_path / "tasks"),
+            "--split",
+            "test",
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+            "--anonymize",
+            "--limit",
+            "2",
+            "--out",
+            str(out),
+        )
     assert done.code == 0, done.err
     _no_leak(server)
     assert json.loads((out / MANIFEST).read_text())["anonymized"] is True
@@ -83,9 +100,25 @@ def test_a_backtest_sends_no_real_code_or_date_and_its_report_shows_real_names(
 ) -> None:
     out = tmp_path / "anon"
     with FaultServer(_alias_trader) as server:
-        done = run_trade("eval", "backtest", "--base-url", server.url, "--model", "m", "--start-date", "2025-06-20",
-                         "--num-days", "2", "--pool-size", "5", "--data", str(real_dataset), "--anonymize",
-                         "--out", str(out))  # fmt: skip
+        done = run_trade(
+            "eval",
+            "backtest",
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+            "--start-date",
+            "2025-06-20",
+            "--num-days",
+            "2",
+            "--pool-size",
+            "5",
+            "--data",
+            str(real_dataset),
+            "--anonymize",
+            "--out",
+            str(out),
+        )
     assert done.code == 0, done.err
     _no_leak(server)
     bought = {a.symbol for t in _trajectories(out) for a in t.episode.actions if a.type == "buy" and a.fill}
@@ -103,8 +136,21 @@ def test_an_anonymized_baseline_trades_exactly_as_the_plain_one(
     """Baselines name stocks by what the episode shows, so hiding the names changes none of their orders."""
     navs = {}
     for name, flags in {"plain": [], "anon": ["--anonymize"]}.items():
-        done = run_trade("eval", "backtest", "--policy", policy, "--start-date", "2025-06-20", "--num-days", "5",
-                         "--data", str(real_dataset), *flags, "--out", str(tmp_path / name))  # fmt: skip
+        done = run_trade(
+            "eval",
+            "backtest",
+            "--policy",
+            policy,
+            "--start-date",
+            "2025-06-20",
+            "--num-days",
+            "5",
+            "--data",
+            str(real_dataset),
+            *flags,
+            "--out",
+            str(tmp_path / name),
+        )
         assert done.code == 0, done.err
         navs[name] = [json.loads(line)["nav"] for line in (tmp_path / name / DAYS).read_text().splitlines()]
     assert navs["anon"] == navs["plain"] and len(set(navs["plain"])) > 1

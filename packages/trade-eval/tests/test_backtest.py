@@ -40,9 +40,14 @@ class Flaky(EqualWeight):
 
 def run(backtest: Backtest, policy, out: Path, resume: bool = False, **settings: object) -> dict:  # type: ignore[no-untyped-def]
     manifest = new_manifest(
-        backtest, policy.name, RunSettings(**settings), command=["test"], data=backtest.store.path,
-        pool_file=None, pool_size=20,
-    )  # fmt: skip
+        backtest,
+        policy.name,
+        RunSettings(**settings),
+        command=["test"],
+        data=backtest.store.path,
+        pool_file=None,
+        pool_size=20,
+    )
     return run_backtest(backtest, policy, RunSettings(**settings), out, manifest, resume=resume, progress=False)
 
 
@@ -100,9 +105,24 @@ def test_the_manifest_records_the_run(backtest, tmp_path: Path) -> None:
     run(plan, Random(), tmp_path, seed=5, temperature=0.3)
     manifest = json.loads((tmp_path / MANIFEST).read_text())
     assert set(manifest) >= {
-        "format", "kind", "command", "policy", "model", "base_url", "sampling", "start_date", "num_days", "dates",
-        "initial_cash", "pool", "max_turns", "rules", "data", "versions", "created_at",
-    }  # fmt: skip
+        "format",
+        "kind",
+        "command",
+        "policy",
+        "model",
+        "base_url",
+        "sampling",
+        "start_date",
+        "num_days",
+        "dates",
+        "initial_cash",
+        "pool",
+        "max_turns",
+        "rules",
+        "data",
+        "versions",
+        "created_at",
+    }
     assert (manifest["kind"], manifest["policy"], manifest["num_days"]) == ("backtest", "random", 3)
     assert manifest["sampling"] == {"temperature": 0.3, "top_p": None, "max_tokens": None, "seed": 5}
     assert manifest["pool"]["symbols"] == plan.pool and len(plan.pool) == 8

@@ -26,10 +26,31 @@ def test_a_backtest_through_every_fault_finishes_and_accounts_for_every_day(real
     out = tmp_path / "run"
     with FaultServer(by_day(PLAN)) as server:
         run = run_trade(
-            "eval", "backtest", "--base-url", server.url, "--model", "trader", "--data", str(real_dataset),
-            "--start-date", "2025-06-20", "--num-days", "5", "--pool-size", "5", "--max-turns", "3",
-            "--request-timeout", "0.5", "--retries", "2", "--set", "backoff=0.01", "--out", str(out),
-        )  # fmt: skip
+            "eval",
+            "backtest",
+            "--base-url",
+            server.url,
+            "--model",
+            "trader",
+            "--data",
+            str(real_dataset),
+            "--start-date",
+            "2025-06-20",
+            "--num-days",
+            "5",
+            "--pool-size",
+            "5",
+            "--max-turns",
+            "3",
+            "--request-timeout",
+            "0.5",
+            "--retries",
+            "2",
+            "--set",
+            "backoff=0.01",
+            "--out",
+            str(out),
+        )
     assert run.code == 0, run.err
     days = [json.loads(line) for line in (out / "days.jsonl").read_text().splitlines()]
     assert [d["date"] for d in days] == list(PLAN)

@@ -100,8 +100,12 @@ def test_momentum_holds_the_top_five_by_twenty_day_adjusted_return(backtest, rea
             close = real_store.adjusted["close"][rows, j]
             gains[symbol] = close[-1] / close[0] - 1
         top = sorted(gains, key=lambda s: -gains[s])[:5]
-        limited = {s for s in [*top, *record.holdings] if real_store.limit_up[t, real_store.symbols.index(s)]
-                   or real_store.limit_down[t, real_store.symbols.index(s)]}  # fmt: skip
+        limited = {
+            s
+            for s in [*top, *record.holdings]
+            if real_store.limit_up[t, real_store.symbols.index(s)]
+            or real_store.limit_down[t, real_store.symbols.index(s)]
+        }
         assert set(record.holdings) - limited == set(top) - limited, record.date
 
 
@@ -123,8 +127,10 @@ def test_random_is_seeded_by_the_seed_and_the_date(backtest, real_store: MarketS
     assert [r.holdings for r in first] != [r.holdings for r in other]
     day = first[5].date
     pool = ["SH600519", "SZ000001", "SZ300750", "SH601318", "SH688981", "SZ002594"]
-    mornings = [Task(task_id="t", date=day, pool=pool, cash=1e6),
-                Task(task_id="t", date=day, pool=pool, holdings={"SH600519": 100}, cash=5e5)]  # fmt: skip
+    mornings = [
+        Task(task_id="t", date=day, pool=pool, cash=1e6),
+        Task(task_id="t", date=day, pool=pool, holdings={"SH600519": 100}, cash=5e5),
+    ]
     drawn = [Random().weights(Episode.start(task, real_store), RunSettings(seed=3)) for task in mornings]
     assert drawn[0] == drawn[1]  # the draw depends on the seed and the date, not on the portfolio
 

@@ -51,8 +51,21 @@ def test_a_killed_run_resumes_to_the_nav_series_of_an_uninterrupted_one(
     policy_site: Path, real_dataset: Path, tmp_path: Path
 ) -> None:
     """A user's policy (its own package, loaded by name) is SIGKILLed on a seeded random day, then resumed."""
-    args = ["eval", "backtest", "--policy", "test-random", *WINDOW, "--num-days", "12", "--pool-size", "10",
-            "--seed", "7", "--data", str(real_dataset)]  # fmt: skip
+    args = [
+        "eval",
+        "backtest",
+        "--policy",
+        "test-random",
+        *WINDOW,
+        "--num-days",
+        "12",
+        "--pool-size",
+        "10",
+        "--seed",
+        "7",
+        "--data",
+        str(real_dataset),
+    ]
     whole = run_trade(*args, "--out", str(tmp_path / "whole"), env=_site(policy_site), cwd=tmp_path)
     assert whole.code == 0, whole.err
     dates = json.loads((tmp_path / "whole" / MANIFEST).read_text())["dates"]
@@ -98,13 +111,17 @@ def test_a_second_writer_of_a_run_folder_is_refused_and_a_dead_writers_lock_is_t
         (["--policy", "nope"], "error: unknown policy 'nope' (valid: equal-weight, hold, llm, local, momentum, "),
         (["--policy", "llm", "--model", "m"], "error: policy 'llm' needs a served model (pass --base-url URL"),
         (["--policy", "hold", "--start-date", "2026-01-05"], "error: --start-date 2026-01-05 is outside the data"),
-        (["--policy", "hold", "--start-date", "2025-12-01", "--num-days", "60"],
-         "error: --num-days 60 from 2025-12-01 runs past the data's last day 2025-12-31 (at most 23 trading days"),
+        (
+            ["--policy", "hold", "--start-date", "2025-12-01", "--num-days", "60"],
+            "error: --num-days 60 from 2025-12-01 runs past the data's last day 2025-12-31 (at most 23 trading days",
+        ),
         (["--policy", "hold", "--pool-size", "5", "--pool-file", "x.txt"], "error: --pool-size and --pool-file"),
-        (["--policy", "hold", "--pool-file", "pool.txt"],
-         "error: 1 pool symbols are not stocks listed by 2025-06-20: SH000300"),
+        (
+            ["--policy", "hold", "--pool-file", "pool.txt"],
+            "error: 1 pool symbols are not stocks listed by 2025-06-20: SH000300",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_line(args: list[str], message: str, real_dataset: Path, tmp_path: Path) -> None:
     args = ["--start-date", "2025-06-20", *args] if "--start-date" not in args else args
     (tmp_path / "pool.txt").write_text("SH000300, SH600519\n")
@@ -114,8 +131,22 @@ def test_bad_input_is_one_line(args: list[str], message: str, real_dataset: Path
 
 
 def test_the_table_prints_the_conventions_beside_the_metrics(real_dataset: Path, tmp_path: Path) -> None:
-    run = run_trade("eval", "backtest", "--policy", "momentum", *WINDOW, "--num-days", "5", "--data",
-                    str(real_dataset), "--convention", "qlib", "--risk-free", "0.015", cwd=tmp_path)  # fmt: skip
+    run = run_trade(
+        "eval",
+        "backtest",
+        "--policy",
+        "momentum",
+        *WINDOW,
+        "--num-days",
+        "5",
+        "--data",
+        str(real_dataset),
+        "--convention",
+        "qlib",
+        "--risk-free",
+        "0.015",
+        cwd=tmp_path,
+    )
     assert run.code == 0, run.err
     assert "annualised over 238 trading days a year (qlib: returns summed, as Qlib); risk-free 1.50%/yr" in run.out
     header = next(line for line in run.out.splitlines() if line.startswith("metric"))

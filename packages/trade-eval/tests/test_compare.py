@@ -17,8 +17,20 @@ def runs(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """momentum and hold over 20 days from 2025-06-20 on the real data, as `trade eval backtest` writes them."""
     folder = tmp_path_factory.mktemp("runs")
     for policy in ("momentum", "hold"):
-        done = run_trade("eval", "backtest", "--policy", policy, "--start-date", "2025-06-20", "--num-days", "20",
-                         "--data", str(real_dataset), "--out", str(folder / policy))  # fmt: skip
+        done = run_trade(
+            "eval",
+            "backtest",
+            "--policy",
+            policy,
+            "--start-date",
+            "2025-06-20",
+            "--num-days",
+            "20",
+            "--data",
+            str(real_dataset),
+            "--out",
+            str(folder / policy),
+        )
         assert done.code == 0, done.err
     return folder
 

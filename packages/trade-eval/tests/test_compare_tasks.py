@@ -24,8 +24,16 @@ def runs(real_dataset: Path, real_store: MarketStore, tmp_path_factory: pytest.T
     records, split, _ = load_tasks(root / "tasks", "test")
     for name, samples, limit in (("momentum", 2, None), ("random", 2, 4)):
         evaluation = TasksEval(real_store, records[:limit], [get_scheme("bucketed"), get_scheme("continuous")], samples)
-        manifest = new_manifest(evaluation, name, RunSettings(), command=[], tasks=root / "tasks", split=split,
-                                servers=(), data=real_store.path)  # fmt: skip
+        manifest = new_manifest(
+            evaluation,
+            name,
+            RunSettings(),
+            command=[],
+            tasks=root / "tasks",
+            split=split,
+            servers=(),
+            data=real_store.path,
+        )
         run_tasks(evaluation, POLICIES.get(name), RunSettings(), root / name, manifest, progress=False)
     return root
 
@@ -72,8 +80,20 @@ def test_identical_runs_differ_by_nothing_and_a_clear_edge_beats(runs: Path, tmp
 
 
 def test_a_backtest_and_a_tasks_run_are_one_line_error(runs: Path, real_dataset: Path, tmp_path: Path) -> None:
-    done = run_trade("eval", "backtest", "--policy", "hold", "--start-date", "2025-07-01", "--num-days", "3",
-                     "--data", str(real_dataset), "--out", str(tmp_path / "bt"))  # fmt: skip
+    done = run_trade(
+        "eval",
+        "backtest",
+        "--policy",
+        "hold",
+        "--start-date",
+        "2025-07-01",
+        "--num-days",
+        "3",
+        "--data",
+        str(real_dataset),
+        "--out",
+        str(tmp_path / "bt"),
+    )
     assert done.code == 0, done.err
     done = run_trade("eval", "compare", str(tmp_path / "bt"), str(runs / "random"))
     assert done.code == 2 and len(done.err.splitlines()) == 1

@@ -54,22 +54,30 @@ class Scripted(Policy):
         if episode.task.date == settings.options.get("failing"):
             raise PolicyUnavailable("server error 500 after 3 retries", DayUsage(requests=4, retries=3))
         symbol = episode.task.pool[0]
-        day.turn(f"<think>看看行情 {HOSTILE}</think>先查", [
-            ("get_price_data", json.dumps({"symbol": symbol})), ("no_such_tool", "{}"),
-        ])  # fmt: skip
-        day.turn("下单", [
-            ("TakeAction", json.dumps({"type": "buy", "symbol": symbol, "amount": 100, "reasoning": "试探"})),
-            ("TakeAction", json.dumps({"type": "buy", "symbol": "SH999999", "amount": 100})),
-            ("TakeAction", json.dumps({"type": "stop", "reasoning": "今日结束"})),
-        ])  # fmt: skip
+        day.turn(
+            f"<think>看看行情 {HOSTILE}</think>先查",
+            [
+                ("get_price_data", json.dumps({"symbol": symbol})),
+                ("no_such_tool", "{}"),
+            ],
+        )
+        day.turn(
+            "下单",
+            [
+                ("TakeAction", json.dumps({"type": "buy", "symbol": symbol, "amount": 100, "reasoning": "试探"})),
+                ("TakeAction", json.dumps({"type": "buy", "symbol": "SH999999", "amount": 100})),
+                ("TakeAction", json.dumps({"type": "stop", "reasoning": "今日结束"})),
+            ],
+        )
         return DayUsage(requests=2, prompt_tokens=1200, completion_tokens=80)
 
 
 def backtest_run(store: MarketStore, out: Path, policy: Policy, days: int = 5) -> Path:
     backtest = Backtest(store, START, days, pool_size=10)
     settings = RunSettings(model="scripted-model", options={"failing": backtest.dates[FAILING_DAY]})
-    manifest = new_manifest(backtest, policy.name, settings, command=["test"], data=store.path, pool_file=None,
-                            pool_size=10)  # fmt: skip
+    manifest = new_manifest(
+        backtest, policy.name, settings, command=["test"], data=store.path, pool_file=None, pool_size=10
+    )
     run_backtest(backtest, policy, settings, out, manifest, progress=False)
     return out
 
@@ -78,8 +86,9 @@ def tasks_run(store: MarketStore, tasks: Path, out: Path) -> Path:
     records, split, _ = load_tasks(tasks, "test")
     evaluation = TasksEval(store, records, [get_scheme("bucketed"), get_scheme("continuous")], 1)
     settings = RunSettings(model="scripted-model")
-    manifest = tasks_manifest(evaluation, "scripted", settings, command=[], tasks=tasks, split=split, servers=(),
-                              data=store.path)  # fmt: skip
+    manifest = tasks_manifest(
+        evaluation, "scripted", settings, command=[], tasks=tasks, split=split, servers=(), data=store.path
+    )
     run_tasks(evaluation, Scripted(), settings, out, manifest, servers=(), concurrency=4, progress=False)
     return out
 
@@ -94,9 +103,14 @@ def training_run(tasks_run_dir: Path, out: Path) -> Path:
         chosen = [json.loads(line) for line in lines[(step - 1) * 3 : step * 3]]
         text = "".join(json.dumps({**t, "source": "trl-grpo", "step": step}, ensure_ascii=False) + "\n" for t in chosen)
         (folder / f"{step}.jsonl").write_text(text, encoding="utf-8")
-        metrics = {"step": step, "trade/trajectories": 3.0, "trade/reward/score/mean": 0.1 * step,
-                   "trade/stop_rate": 1.0, "trade/tool_error_rate": 0.25,
-                   "trade/zero_variance_groups": 0.5}  # fmt: skip
+        metrics = {
+            "step": step,
+            "trade/trajectories": 3.0,
+            "trade/reward/score/mean": 0.1 * step,
+            "trade/stop_rate": 1.0,
+            "trade/tool_error_rate": 0.25,
+            "trade/zero_variance_groups": 0.5,
+        }
         with open(out / "metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(metrics) + "\n")
     return out
@@ -288,8 +302,10 @@ def test_states_and_rates_read_as_what_they_are(root: Path, real_store: MarketSt
 def test_a_training_run_without_metrics_lines_gets_them_from_its_records(root: Path, tmp_path: Path) -> None:
     """verl logs its metrics elsewhere: the step's numbers come from its trajectory records."""
     shutil.copytree(root / "train" / "grpo" / "rollouts", tmp_path / "runs" / "verl" / "rollouts")
-    records = [json.loads(line) for line in (tmp_path / "runs" / "verl" / "rollouts" / "trajectories" / "1.jsonl")
-               .read_text().splitlines()]  # fmt: skip
+    records = [
+        json.loads(line)
+        for line in (tmp_path / "runs" / "verl" / "rollouts" / "trajectories" / "1.jsonl").read_text().splitlines()
+    ]
     served = Served(tmp_path / "runs")
     try:
         status, html = served.get("/run?" + q("verl"))
@@ -322,8 +338,14 @@ def test_nothing_outside_runs_is_served(root: Path, tmp_path: Path) -> None:
             assert served.get("/run?" + q(name))[0] == 404, name
             assert served.get("/day?" + q(name, n=0))[0] == 404, name
             assert served.get("/nav.png?" + q(name))[0] == 404, name
-        for target in ("/run?run=%2e%2e%2fsecret", "/run?run=..%2F..%2Fsecret", "/../secret/SECRET",
-                       "/%2e%2e/secret/SECRET", "/state?run=%2E%2E", "/hold/days.jsonl"):  # fmt: skip
+        for target in (
+            "/run?run=%2e%2e%2fsecret",
+            "/run?run=..%2F..%2Fsecret",
+            "/../secret/SECRET",
+            "/%2e%2e/secret/SECRET",
+            "/state?run=%2E%2E",
+            "/hold/days.jsonl",
+        ):
             assert served.raw(target) in (400, 404), target
         status, html = served.get("/run?" + q("half"))
         assert status == 200 and 'href="/day?run=half' not in html  # the linked days.jsonl is not read
@@ -477,8 +499,12 @@ def test_the_command_binds_to_localhost_by_default(root: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     script = Path(sys.executable).with_name("trade")
-    process = subprocess.Popen([str(script), "eval", "dashboard", "--runs", str(root), "--port", str(port)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [str(script), "eval", "dashboard", "--runs", str(root), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         line = process.stdout.readline()  # type: ignore[union-attr]
         assert f"http://127.0.0.1:{port}/" in line

@@ -70,10 +70,29 @@ def test_a_five_day_backtest_against_the_served_tiny_model(
 ) -> None:
     out = tmp_path / "run"
     run = run_trade(
-        "eval", "backtest", "--base-url", server, "--model", str(tiny_model), "--data", str(real_dataset),
-        "--start-date", "2025-06-20", "--num-days", "5", "--pool-size", "5", "--max-turns", "3",
-        "--temperature", "0", "--max-tokens", "160", "--out", str(out),
-    )  # fmt: skip
+        "eval",
+        "backtest",
+        "--base-url",
+        server,
+        "--model",
+        str(tiny_model),
+        "--data",
+        str(real_dataset),
+        "--start-date",
+        "2025-06-20",
+        "--num-days",
+        "5",
+        "--pool-size",
+        "5",
+        "--max-turns",
+        "3",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "160",
+        "--out",
+        str(out),
+    )
     assert run.code == 0, run.err
     days = [json.loads(line) for line in (out / "days.jsonl").read_text().splitlines()]
     assert [d["date"] for d in days] == ["2025-06-20", "2025-06-23", "2025-06-24", "2025-06-25", "2025-06-26"]

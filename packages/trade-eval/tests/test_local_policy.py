@@ -106,9 +106,24 @@ def test_a_backtest_plays_every_day_in_process_the_same_way_twice(
     for name in ("a", "b"):
         out = tmp_path / name
         run = run_trade(
-            "eval", "backtest", *GREEDY, "--model", str(tiny_model), "--data", str(real_dataset),
-            "--start-date", "2025-06-20", "--num-days", "3", "--pool-size", "5", "--max-turns", "3", "--out", str(out),
-        )  # fmt: skip
+            "eval",
+            "backtest",
+            *GREEDY,
+            "--model",
+            str(tiny_model),
+            "--data",
+            str(real_dataset),
+            "--start-date",
+            "2025-06-20",
+            "--num-days",
+            "3",
+            "--pool-size",
+            "5",
+            "--max-turns",
+            "3",
+            "--out",
+            str(out),
+        )
         assert run.code == 0, run.err
         runs.append(out)
     days = _lines(runs[0] / "days.jsonl")
@@ -131,9 +146,22 @@ def test_a_tasks_run_plays_episodes_concurrently_as_it_plays_them_one_by_one(
     for concurrency in ("4", "1"):
         out = tmp_path / f"run{concurrency}"
         run = run_trade(
-            "eval", "tasks", *GREEDY, "--model", str(tiny_model), "--tasks", str(tasks / "test.jsonl"),
-            "--data", str(real_dataset), "--limit", "4", "--concurrency", concurrency, "--out", str(out),
-        )  # fmt: skip
+            "eval",
+            "tasks",
+            *GREEDY,
+            "--model",
+            str(tiny_model),
+            "--tasks",
+            str(tasks / "test.jsonl"),
+            "--data",
+            str(real_dataset),
+            "--limit",
+            "4",
+            "--concurrency",
+            concurrency,
+            "--out",
+            str(out),
+        )
         assert run.code == 0, run.err
         runs.append(out)
     episodes = _lines(runs[0] / "episodes.jsonl")

@@ -76,16 +76,35 @@ def test_drawdown_dates_in_both_modes() -> None:
 
 
 def test_activity_counts_costs_failures_and_usage() -> None:
-    base = {"status": "done", "episode_status": "stopped", "reason": "", "turnover": 0.1, "fees": 10.0, "costs": 15.0,
-            "orders": 3, "refused": 1, "dividends": 0.0, "tool_calls": 6, "tool_errors": 1, "prompt_tokens": 1000,
-            "completion_tokens": 200}  # fmt: skip
+    base = {
+        "status": "done",
+        "episode_status": "stopped",
+        "reason": "",
+        "turnover": 0.1,
+        "fees": 10.0,
+        "costs": 15.0,
+        "orders": 3,
+        "refused": 1,
+        "dividends": 0.0,
+        "tool_calls": 6,
+        "tool_errors": 1,
+        "prompt_tokens": 1000,
+        "completion_tokens": 200,
+    }
     days = [
         base,
-        {**base, "status": "failed", "episode_status": "failed", "reason": "timeout", "turnover": 0.0, "fees": 0.0,
-         "costs": 0.0},
+        {
+            **base,
+            "status": "failed",
+            "episode_status": "failed",
+            "reason": "timeout",
+            "turnover": 0.0,
+            "fees": 0.0,
+            "costs": 0.0,
+        },
         {**base, "episode_status": "truncated", "reason": "超过16轮仍未停止"},
         {**base, "status": "failed", "episode_status": "failed", "reason": "timeout"},
-    ]  # fmt: skip
+    ]
     row = activity(days)
     assert row["turnover"] == pytest.approx(0.3 / 4) and row["fees"] == 30 and row["costs"] == 45
     assert (row["failed_days"], row["failure_reasons"], row["unstopped_days"]) == (2, {"timeout": 2}, 3)

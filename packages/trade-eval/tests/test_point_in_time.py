@@ -39,9 +39,12 @@ def test_baseline_days_ignore_the_future(
     t0 = real_store.calendar[t]
     table, members = perturb_future(real_table, read_instruments_file(sample_data / "csi300.txt"), t0, 21)
     out = write_dataset(
-        table, tmp_path / "perturbed", meta=DatasetMeta(source="perturbed"),
-        calendar=read_calendar_file(sample_data / "calendar.txt"), universes={"csi300": members},
-    )  # fmt: skip
+        table,
+        tmp_path / "perturbed",
+        meta=DatasetMeta(source="perturbed"),
+        calendar=read_calendar_file(sample_data / "calendar.txt"),
+        universes={"csi300": members},
+    )
     perturbed = MarketStore.load(out)
     start = real_store.calendar[t - 7].date()
     for cls in BASELINES:

@@ -42,14 +42,20 @@ class Scripted(Policy):
         if episode.task.date == settings.options["failing"]:
             raise PolicyUnavailable("server error 500 after 3 retries", DayUsage(requests=4, retries=3))
         symbol = episode.task.pool[0]
-        day.turn(f"<think>看看行情 {HOSTILE}</think>先查 <img src=x onerror=alert(1)>", [
-            ("get_price_data", json.dumps({"symbol": symbol})),
-        ])  # fmt: skip
-        day.turn("下单", [
-            ("TakeAction", json.dumps({"type": "buy", "symbol": symbol, "amount": 100, "reasoning": "试探"})),
-            ("TakeAction", json.dumps({"type": "buy", "symbol": "SH999999", "amount": 100})),
-            ("TakeAction", json.dumps({"type": "stop", "reasoning": "今日结束"})),
-        ])  # fmt: skip
+        day.turn(
+            f"<think>看看行情 {HOSTILE}</think>先查 <img src=x onerror=alert(1)>",
+            [
+                ("get_price_data", json.dumps({"symbol": symbol})),
+            ],
+        )
+        day.turn(
+            "下单",
+            [
+                ("TakeAction", json.dumps({"type": "buy", "symbol": symbol, "amount": 100, "reasoning": "试探"})),
+                ("TakeAction", json.dumps({"type": "buy", "symbol": "SH999999", "amount": 100})),
+                ("TakeAction", json.dumps({"type": "stop", "reasoning": "今日结束"})),
+            ],
+        )
         return DayUsage(requests=2, prompt_tokens=1200, completion_tokens=80)
 
 

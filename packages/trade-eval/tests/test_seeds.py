@@ -56,8 +56,12 @@ def test_seeds_resume_and_their_parent_is_no_single_run(seeds: tuple[Path, str],
     assert report.code == 2 and len(report.err.splitlines()) == 1
     assert report.err.startswith(f"error: {out} holds the runs of --seeds 3, not one run: pass its seed folders")
     assert f"trade eval report {out}/seed-5 {out}/seed-6 {out}/seed-7" in report.err
-    assert run_trade("eval", "report", *(str(out / f"seed-{s}") for s in (5, 6, 7)), "--out",
-                     str(out.parent / "r.html")).code == 0  # fmt: skip
+    assert (
+        run_trade(
+            "eval", "report", *(str(out / f"seed-{s}") for s in (5, 6, 7)), "--out", str(out.parent / "r.html")
+        ).code
+        == 0
+    )
 
 
 def test_cutoff_warning_only_before_the_end_of_the_cutoff_month() -> None:

@@ -36,8 +36,21 @@ def _lines(path: Path) -> list[dict]:
 
 
 def _evaluate(tasks: Path, out: Path, policy: str, *args: str) -> TradeRun:
-    return run_trade("eval", "tasks", "--tasks", str(tasks), "--split", "test", "--policy", policy,
-                     "--scheme", "continuous", "--out", str(out), *args)  # fmt: skip
+    return run_trade(
+        "eval",
+        "tasks",
+        "--tasks",
+        str(tasks),
+        "--split",
+        "test",
+        "--policy",
+        policy,
+        "--scheme",
+        "continuous",
+        "--out",
+        str(out),
+        *args,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +140,22 @@ def test_without_a_planted_signal_the_oracle_is_refused_before_any_day(
     assert done.code == 2 and [line for line in done.err.splitlines() if line.startswith("error:")] == [REFUSED]
     assert "Traceback" not in done.err and not (tmp_path / "run").exists()
     data = plain_market[0]
-    done = run_trade("eval", "backtest", "--policy", "oracle-signal", "--data", str(data), "--start-date", "2023-02-01",
-                     "--num-days", "5", "--pool-size", "8", "--out", str(tmp_path / "bt"))  # fmt: skip
+    done = run_trade(
+        "eval",
+        "backtest",
+        "--policy",
+        "oracle-signal",
+        "--data",
+        str(data),
+        "--start-date",
+        "2023-02-01",
+        "--num-days",
+        "5",
+        "--pool-size",
+        "8",
+        "--out",
+        str(tmp_path / "bt"),
+    )
     assert done.code == 2 and REFUSED in done.err.splitlines() and not (tmp_path / "bt").exists()
 
 

@@ -36,15 +36,34 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def _run(tasks: Path, real_store: MarketStore, out: Path, policy_name: str, servers: tuple[str, ...] = (),
-         samples: int = 1, concurrency: int = 8, limit: int | None = None, resume: bool = False) -> dict:  # fmt: skip
+def _run(
+    tasks: Path,
+    real_store: MarketStore,
+    out: Path,
+    policy_name: str,
+    servers: tuple[str, ...] = (),
+    samples: int = 1,
+    concurrency: int = 8,
+    limit: int | None = None,
+    resume: bool = False,
+) -> dict:
     records, split, _ = load_tasks(tasks, "test")
     evaluation = TasksEval(real_store, records[:limit], [get_scheme("bucketed"), get_scheme("continuous")], samples)
     settings = RunSettings(model="m", retries=1, request_timeout=5, options={"backoff": 0})
-    manifest = new_manifest(evaluation, policy_name, settings, command=[], tasks=tasks, split=split,
-                            servers=servers, data=real_store.path)  # fmt: skip
-    return run_tasks(evaluation, POLICIES.get(policy_name), settings, out, manifest, servers=servers,
-                     concurrency=concurrency, resume=resume, progress=False)  # fmt: skip
+    manifest = new_manifest(
+        evaluation, policy_name, settings, command=[], tasks=tasks, split=split, servers=servers, data=real_store.path
+    )
+    return run_tasks(
+        evaluation,
+        POLICIES.get(policy_name),
+        settings,
+        out,
+        manifest,
+        servers=servers,
+        concurrency=concurrency,
+        resume=resume,
+        progress=False,
+    )
 
 
 def test_a_baseline_run_scores_what_trade_reward_explain_scores(
@@ -53,8 +72,22 @@ def test_a_baseline_run_scores_what_trade_reward_explain_scores(
     """Through the CLI: each episode's reward (both schemes) equals replaying its orders the way `trade reward
     explain` does, on a fresh Episode scored with the task file's ground truth."""
     out = tmp_path / "run"
-    args = ["eval", "tasks", "--tasks", str(tasks_folder / "test.jsonl"), "--policy", "equal-weight", "--scheme",
-            "bucketed", "--scheme", "continuous", "--data", str(real_dataset), "--out", str(out)]  # fmt: skip
+    args = [
+        "eval",
+        "tasks",
+        "--tasks",
+        str(tasks_folder / "test.jsonl"),
+        "--policy",
+        "equal-weight",
+        "--scheme",
+        "bucketed",
+        "--scheme",
+        "continuous",
+        "--data",
+        str(real_dataset),
+        "--out",
+        str(out),
+    ]
     done = run_trade(*args)
     assert done.code == 0, done.err
     records = {r.task.task_id: r for r in load_tasks(tasks_folder / "test.jsonl", None)[0]}

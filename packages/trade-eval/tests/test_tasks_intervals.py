@@ -13,15 +13,22 @@ from trade_eval.uncertainty import Bootstrap, Clusters
 from trade_tools.records import Reward
 
 
-def _episode(task: int, sample: int, score: float, *, day: int = 0, stopped: bool = True, errors: int = 0,
-             played: bool = True) -> EpisodeRecord:  # fmt: skip
+def _episode(
+    task: int, sample: int, score: float, *, day: int = 0, stopped: bool = True, errors: int = 0, played: bool = True
+) -> EpisodeRecord:
     reward = Reward(score=score, scheme="bucketed", r_new=score, r_orig=score, r_outcome=score)
     return EpisodeRecord(
-        task_id=f"t{task}", sample=sample, date=dt.date(2025, 7, 1) + dt.timedelta(day),
-        status="done" if played else "failed", episode_status="stopped" if stopped else "truncated",
-        rewards={"bucketed": reward} if played else {}, tool_calls=4, tool_errors=errors, turns=2,
+        task_id=f"t{task}",
+        sample=sample,
+        date=dt.date(2025, 7, 1) + dt.timedelta(day),
+        status="done" if played else "failed",
+        episode_status="stopped" if stopped else "truncated",
+        rewards={"bucketed": reward} if played else {},
+        tool_calls=4,
+        tool_errors=errors,
+        turns=2,
         trajectory_id=f"t{task}-{sample}",
-    )  # fmt: skip
+    )
 
 
 def _run(samples: int, per_day: int = 1) -> list[EpisodeRecord]:

@@ -81,8 +81,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("runs")
     for policy in (Idle(), Refused(), Broken(), Hold()):
         settings = RunSettings(model=policy.name)
-        manifest = new_manifest(backtest, policy.name, settings, command=["test"], data=market, pool_file=None,
-                                pool_size=10)  # fmt: skip
+        manifest = new_manifest(
+            backtest, policy.name, settings, command=["test"], data=market, pool_file=None, pool_size=10
+        )
         run_backtest(backtest, policy, settings, root / policy.name, manifest, progress=False)
     return root
 

@@ -111,10 +111,30 @@ def server(
 def backtest_run(server: Server, real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("backtest") / "run"
     run = run_trade(
-        "eval", "backtest", "--base-url", server.url, "--model", "trader_agent", "--data", str(real_dataset),
-        "--start-date", "2025-06-20", "--num-days", "3", "--pool-size", "5", "--max-turns", "4",
-        "--temperature", "0", "--max-tokens", str(MAX_TOKENS), "--out", str(out), timeout=1800,
-    )  # fmt: skip
+        "eval",
+        "backtest",
+        "--base-url",
+        server.url,
+        "--model",
+        "trader_agent",
+        "--data",
+        str(real_dataset),
+        "--start-date",
+        "2025-06-20",
+        "--num-days",
+        "3",
+        "--pool-size",
+        "5",
+        "--max-turns",
+        "4",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        str(MAX_TOKENS),
+        "--out",
+        str(out),
+        timeout=1800,
+    )
     assert run.code == 0, run.err
     return out
 
@@ -126,10 +146,30 @@ def tasks_run(server: Server, real_dataset: Path, tmp_path_factory: pytest.TempP
     build_tasks(real_dataset, tasks, split="test=2025-07-01:2025-07-15", pool_size="5", per_day=2, seed=3)
     out = tmp_path_factory.mktemp("tasks-run") / "run"
     run = run_trade(
-        "eval", "tasks", "--tasks", str(tasks), "--split", "test", "--base-url", server.url, "--model", "trader_agent",
-        "--samples", "2", "--concurrency", "16", "--temperature", "0.7", "--max-tokens", str(MAX_TOKENS),
-        "--data", str(real_dataset), "--out", str(out), timeout=1800,
-    )  # fmt: skip
+        "eval",
+        "tasks",
+        "--tasks",
+        str(tasks),
+        "--split",
+        "test",
+        "--base-url",
+        server.url,
+        "--model",
+        "trader_agent",
+        "--samples",
+        "2",
+        "--concurrency",
+        "16",
+        "--temperature",
+        "0.7",
+        "--max-tokens",
+        str(MAX_TOKENS),
+        "--data",
+        str(real_dataset),
+        "--out",
+        str(out),
+        timeout=1800,
+    )
     assert run.code == 0, run.err
     return out
 
@@ -212,10 +252,28 @@ def test_a_reply_cut_short_is_a_broken_call_on_the_record(server: Server, real_d
     the markup warned about, and `trade distill filter` drops it as broken, whatever the parser."""
     out = tmp_path / "cut"
     run = run_trade(
-        "eval", "backtest", "--base-url", server.url, "--model", "trader_agent", "--data", str(real_dataset),
-        "--start-date", "2025-06-20", "--num-days", "1", "--pool-size", "5", "--temperature", "0",
-        "--max-tokens", "12", "--out", str(out), timeout=1800,
-    )  # fmt: skip
+        "eval",
+        "backtest",
+        "--base-url",
+        server.url,
+        "--model",
+        "trader_agent",
+        "--data",
+        str(real_dataset),
+        "--start-date",
+        "2025-06-20",
+        "--num-days",
+        "1",
+        "--pool-size",
+        "5",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "12",
+        "--out",
+        str(out),
+        timeout=1800,
+    )
     assert run.code == 0, run.err
     [day] = records(out / "days.jsonl")
     [(trajectory, index)] = list(assistant_turns(out))

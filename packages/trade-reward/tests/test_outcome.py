@@ -56,8 +56,11 @@ def test_r_outcome_by_hand(real_store: MarketStore, real_table) -> None:  # type
         p = _row(real_table, "SZ000001", day_)
         m = _row(real_table, "SH600519", day_)
         pingan_t0 = _row(real_table, "SZ000001", "2025-10-14")
-        return (cash + pingan * 11.57 * p.close * p.factor / (pingan_t0.close * pingan_t0.factor)
-                + maotai * maotai_t0.close * m.close * m.factor / (maotai_t0.close * maotai_t0.factor))  # fmt: skip
+        return (
+            cash
+            + pingan * 11.57 * p.close * p.factor / (pingan_t0.close * pingan_t0.factor)
+            + maotai * maotai_t0.close * m.close * m.factor / (maotai_t0.close * maotai_t0.factor)
+        )
 
     days = ["2025-10-15", "2025-10-16", "2025-10-17"]
     r_orig = sum(w * (value(500_000, 10_000, 0, d) / base - 1) for w, d in zip(WEIGHTS, days, strict=True))
@@ -85,9 +88,20 @@ def test_doing_nothing_scores_exactly_zero(real_store: MarketStore) -> None:
 
 @pytest.mark.parametrize(
     ("r", "bucket"),
-    [(-0.05, -2), (-0.02, -2), (-0.0199, -1), (-0.005, -1), (-0.0049, 0), (0.0, 0), (0.0049, 0), (0.005, 1),
-     (0.0199, 1), (0.02, 2), (0.3, 2)],
-)  # fmt: skip
+    [
+        (-0.05, -2),
+        (-0.02, -2),
+        (-0.0199, -1),
+        (-0.005, -1),
+        (-0.0049, 0),
+        (0.0, 0),
+        (0.0049, 0),
+        (0.005, 1),
+        (0.0199, 1),
+        (0.02, 2),
+        (0.3, 2),
+    ],
+)
 def test_bucket_edges(r: float, bucket: int) -> None:
     result = Outcome(r_new=r, r_orig=0.0, r_outcome=r, status="stopped", valid_calls=3, stopped=True)
     assert get_scheme("bucketed").score(result).score == bucket

@@ -39,8 +39,18 @@ def _write(path: Path, *records: dict[str, Any]) -> Path:
 
 
 def _explain(task_file: Path, data: Path, actions: list[dict[str, Any]], *extra: str) -> dict[str, Any]:
-    run = run_trade("reward", "explain", "--task", str(task_file), "--data", str(data),
-                    "--actions", json.dumps(actions), "--json", *extra)  # fmt: skip
+    run = run_trade(
+        "reward",
+        "explain",
+        "--task",
+        str(task_file),
+        "--data",
+        str(data),
+        "--actions",
+        json.dumps(actions),
+        "--json",
+        *extra,
+    )
     assert run.code == 0, run.err
     return json.loads(run.out)
 
@@ -83,8 +93,14 @@ def test_listing_the_schemes_imports_no_numpy_or_pandas(args: tuple[str, ...], t
 def test_explain_plays_the_actions_and_matches_in_process_scoring(
     real_store: MarketStore, real_dataset: Path, tmp_path: Path
 ) -> None:
-    actions = [BUY, SELL, {"type": "buy", "symbol": "SH601318", "amount": 1_000_000},
-               {"type": "buy", "symbol": "SH600000", "amount": 100}, {"type": "sel"}, STOP]  # fmt: skip
+    actions = [
+        BUY,
+        SELL,
+        {"type": "buy", "symbol": "SH601318", "amount": 1_000_000},
+        {"type": "buy", "symbol": "SH600000", "amount": 100},
+        {"type": "sel"},
+        STOP,
+    ]
     task_file = _write(tmp_path / "task.json", TASK)
     report = _explain(task_file, real_dataset, actions)
     assert [a["result"] for a in report["actions"]] == ["filled", "filled", "refused", "refused", "error", "stop"]
@@ -103,21 +119,26 @@ def test_explain_plays_the_actions_and_matches_in_process_scoring(
     assert report["weights"] == [0.5, 0.3, 0.2] and weighted == pytest.approx(report["reward"]["r_new"])
     assert report["costs_paid"] == pytest.approx(episode.costs_paid()) and report["valid_calls"] == 5
 
-    run = run_trade("reward", "explain", "--task", str(task_file), "--data", str(real_dataset),
-                    "--actions", json.dumps(actions))  # fmt: skip
+    run = run_trade(
+        "reward", "explain", "--task", str(task_file), "--data", str(real_dataset), "--actions", json.dumps(actions)
+    )
     assert run.code == 0, run.err
     for label in ("r_new ", "r_orig ", "r_outcome ", "bucket ", "failure    none", "score ", "refused: 现金不足"):
         assert label in run.out
     assert "weights 0.5/0.3/0.2 over the T+1..T+3 closes" in run.out and "count against the agent" in run.out
 
 
-def test_explain_uses_the_ground_truth_of_a_tasks_jsonl_line(real_store: MarketStore, real_dataset: Path,
-                                                              tmp_path: Path) -> None:  # fmt: skip
+def test_explain_uses_the_ground_truth_of_a_tasks_jsonl_line(
+    real_store: MarketStore, real_dataset: Path, tmp_path: Path
+) -> None:
     truth = ground_truth(real_store, DAY, POOL).model_dump(mode="json")
     truth["growth"]["SH600519"] = [1.2, 1.2, 1.2]  # a made-up future: only the file's truth can produce it
     other = {**TASK, "task_id": "other", "date": "2023-03-01"}
-    tasks = _write(tmp_path / "val.jsonl", {"index": 0, "split": "val", "task": other},
-                   {"index": 1, "split": "val", "task": TASK, "ground_truth": json.dumps(truth)})  # fmt: skip
+    tasks = _write(
+        tmp_path / "val.jsonl",
+        {"index": 0, "split": "val", "task": other},
+        {"index": 1, "split": "val", "task": TASK, "ground_truth": json.dumps(truth)},
+    )
     report = _explain(tasks, real_dataset, [BUY, STOP], "--index", "1", "--scheme", "continuous")
     assert report["ground_truth_from"] == "from the task file" and report["task"]["task_id"] == "demo"
     maotai = 100 * truth["close"]["SH600519"] * 0.2 / report["value_before"]  # about +3% of V0
@@ -176,8 +197,9 @@ def rollouts(real_store: MarketStore, tmp_path: Path) -> tuple[Path, list[Trajec
         for script in scripts:
             episode = _played(real_store, task, script)
             truth = ground_truth(real_store, day, POOL) if task_id == "a" else None
-            trajectories.append(Trajectory(task_id=task_id, source="test", episode=episode, messages=[],
-                                           ground_truth=truth))  # fmt: skip
+            trajectories.append(
+                Trajectory(task_id=task_id, source="test", episode=episode, messages=[], ground_truth=truth)
+            )
     return write_trajectories(tmp_path / "rollouts.jsonl", trajectories), trajectories
 
 
@@ -206,8 +228,9 @@ def test_variance_counts_groups_whose_scores_are_all_equal(
     assert "9 trajectories in 3 groups by task_id" in text and "group sizes: 2 x 1 group, 3 x 1 group" in text
 
 
-def test_variance_by_date_and_its_errors(real_dataset: Path, rollouts: tuple[Path, list[Trajectory]],
-                                         tmp_path: Path) -> None:  # fmt: skip
+def test_variance_by_date_and_its_errors(
+    real_dataset: Path, rollouts: tuple[Path, list[Trajectory]], tmp_path: Path
+) -> None:
     path, _ = rollouts
     run = run_trade("reward", "variance", str(path), "--data", str(real_dataset), "--by", "date", "--json")
     assert [g["key"] for g in json.loads(run.out)["per_group"]] == ["2021-09-10", "2023-03-01", DAY]
@@ -221,16 +244,26 @@ def test_variance_by_date_and_its_errors(real_dataset: Path, rollouts: tuple[Pat
     assert "no trajectories" in _one_error("reward", "variance", str(empty))
 
 
-def test_variance_reads_version_1_records(real_dataset: Path, rollouts: tuple[Path, list[Trajectory]],
-                                          tmp_path: Path) -> None:  # fmt: skip
+def test_variance_reads_version_1_records(
+    real_dataset: Path, rollouts: tuple[Path, list[Trajectory]], tmp_path: Path
+) -> None:
     """Version 1 kept the ground truth as JSON text inside the untyped reward, as verl training wrote it."""
     path, trajectories = rollouts
     old = tmp_path / "v1.jsonl"
     lines = []
     for t in trajectories:
         record = json.loads(t.model_dump_json(exclude={"step", "ground_truth"}))
-        flat = {"score": -3.0, "scheme": "bucketed", "r_new": 0.0, "r_orig": 0.0, "r_outcome": 0.0, "bucket": -99,
-                "penalty": 0.0, "failure": "no_valid_call", "step": 4}  # fmt: skip
+        flat = {
+            "score": -3.0,
+            "scheme": "bucketed",
+            "r_new": 0.0,
+            "r_orig": 0.0,
+            "r_outcome": 0.0,
+            "bucket": -99,
+            "penalty": 0.0,
+            "failure": "no_valid_call",
+            "step": 4,
+        }
         if t.ground_truth is not None:
             flat["ground_truth"] = t.ground_truth.model_dump_json()
         lines.append(json.dumps({**record, "version": 1, "reward": flat}))

@@ -21,8 +21,13 @@ from trade_reward.schemes import SCHEMES, Continuous
 from trade_tools.episode import Episode, Task
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "reward-plugin"
-TASK = {"task_id": "demo", "date": "2024-06-14", "pool": ["SH600519", "SZ000001"], "holdings": {"SZ000001": 1000},
-        "cash": 1_000_000.0}  # fmt: skip
+TASK = {
+    "task_id": "demo",
+    "date": "2024-06-14",
+    "pool": ["SH600519", "SZ000001"],
+    "holdings": {"SZ000001": 1000},
+    "cash": 1_000_000.0,
+}
 
 
 @pytest.fixture(scope="session")
@@ -94,8 +99,20 @@ def test_explain_scores_a_real_day_with_the_plugin_scheme(
 ) -> None:
     task_file = tmp_path / "task.json"
     task_file.write_text(json.dumps(TASK))
-    run = run_trade("reward", "explain", "--task", str(task_file), "--data", str(real_dataset), "--actions",
-                    json.dumps(actions), "--scheme", "tanh", "--json", env=_env(site))  # fmt: skip
+    run = run_trade(
+        "reward",
+        "explain",
+        "--task",
+        str(task_file),
+        "--data",
+        str(real_dataset),
+        "--actions",
+        json.dumps(actions),
+        "--scheme",
+        "tanh",
+        "--json",
+        env=_env(site),
+    )
     assert run.code == 0, run.err
     reward = json.loads(run.out)["reward"]
 
@@ -139,8 +156,11 @@ def test_verl_compute_score_by_name_matches_a_hand_calculation(
 ) -> None:
     done = subprocess.run(
         [sys.executable, "-c", HAND_CASE, status, json.dumps(growth), json.dumps({"scheme": "tanh", **settings})],
-        capture_output=True, text=True, env={**os.environ, **_env(site)}, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, **_env(site)},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["scheme"] == "tanh" and result["r_orig"] == 0.0
@@ -150,11 +170,25 @@ def test_verl_compute_score_by_name_matches_a_hand_calculation(
 
 
 @pytest.mark.slow  # pip-installs the example once per session
-def test_the_scheme_refuses_settings_that_let_a_failure_outscore_a_trade(site: Path, tmp_path: Path,
-                                                                          real_dataset: Path) -> None:  # fmt: skip
+def test_the_scheme_refuses_settings_that_let_a_failure_outscore_a_trade(
+    site: Path, tmp_path: Path, real_dataset: Path
+) -> None:
     task_file = tmp_path / "task.json"
     task_file.write_text(json.dumps(TASK))
-    run = run_trade("reward", "explain", "--task", str(task_file), "--data", str(real_dataset), "--actions", "[]",
-                    "--scheme", "tanh", "--set", "failure=-1", env=_env(site))  # fmt: skip
+    run = run_trade(
+        "reward",
+        "explain",
+        "--task",
+        str(task_file),
+        "--data",
+        str(real_dataset),
+        "--actions",
+        "[]",
+        "--scheme",
+        "tanh",
+        "--set",
+        "failure=-1",
+        env=_env(site),
+    )
     assert run.code == 2 and run.err.startswith("error: bad settings for reward scheme 'tanh'")
     assert "failure must be <= -loss_aversion" in run.err

@@ -80,8 +80,9 @@ def test_prompts_are_the_episode_messages_with_no_future(built: Path, real_store
             assert not any(str(day) in system + user for day in truth.horizon_dates)
 
 
-def test_play_and_tiny_practise_the_days_training_draws(real_dataset: Path, real_store: MarketStore,
-                                                        tmp_path: Path) -> None:  # fmt: skip
+def test_play_and_tiny_practise_the_days_training_draws(
+    real_dataset: Path, real_store: MarketStore, tmp_path: Path
+) -> None:
     """One sampler: `day_task` (play, tiny) gives the task `trade data tasks` draws for the same day and seed."""
     build_tasks(real_dataset, tmp_path / "out", split="train=2023-01-03:2023-01-31", pool_size="12", seed=5)
     drawn = tasks_of(tmp_path / "out", "train")
@@ -146,9 +147,12 @@ def test_prompts_ignore_the_future_the_ground_truth_does_not(
     members = read_instruments_file(sample_data / "csi300.txt")
     table, new_members = perturb_future(real_table, members, t0, seed=3)
     perturbed = write_dataset(
-        table, tmp_path / "perturbed", meta=DatasetMeta(source="perturbed"),
-        calendar=read_calendar_file(sample_data / "calendar.txt"), universes={"csi300": new_members},
-    )  # fmt: skip
+        table,
+        tmp_path / "perturbed",
+        meta=DatasetMeta(source="perturbed"),
+        calendar=read_calendar_file(sample_data / "calendar.txt"),
+        universes={"csi300": new_members},
+    )
     build_tasks(perturbed, tmp_path / "out", split="train=2023-02-15:2023-02-28", seed=SEED, per_day=PER_DAY)
     day = f"{t0:%Y-%m-%d}"
     original = [r for r in read_records(built, "train") if r.task.task_id.startswith(f"train-{day}-")]
@@ -217,8 +221,20 @@ def test_a_folder_that_is_not_a_tasks_folder_is_not_replaced(real_dataset: Path,
 
 def test_cli_builds_and_shows_stats(real_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "tasks"
-    run = run_trade("data", "tasks", "--data", str(real_dataset), "--out", str(out), "--split", SHORT,
-                    "--pool-size", "20", "--seed", "3")  # fmt: skip
+    run = run_trade(
+        "data",
+        "tasks",
+        "--data",
+        str(real_dataset),
+        "--out",
+        str(out),
+        "--split",
+        SHORT,
+        "--pool-size",
+        "20",
+        "--seed",
+        "3",
+    )
     assert run.code == 0, run.err
     assert "real market data" in run.out and "train       56 tasks on 56 days, T0 2023-01-03 .. 2023-03-28" in run.out
     run = run_trade("data", "tasks", "--stats", str(out))
@@ -262,8 +278,19 @@ def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
     """`trade data tasks --anonymize`: the same draws and ground truth, each task flagged and its prompt anonymized
     (the one training and `trade eval tasks` replay), so no stock code or calendar date reaches the model."""
     split = "train=2023-01-03:2023-01-31"
-    run = run_trade("data", "tasks", "--data", str(real_dataset), "--out", str(tmp_path / "anon"), "--split", split,
-                    "--seed", str(SEED), "--anonymize")  # fmt: skip
+    run = run_trade(
+        "data",
+        "tasks",
+        "--data",
+        str(real_dataset),
+        "--out",
+        str(tmp_path / "anon"),
+        "--split",
+        split,
+        "--seed",
+        str(SEED),
+        "--anonymize",
+    )
     assert run.code == 0, run.err
     build_tasks(real_dataset, tmp_path / "plain", split=split, seed=SEED)
     records, plain = read_records(tmp_path / "anon", "train"), read_records(tmp_path / "plain", "train")
@@ -297,8 +324,9 @@ def test_the_dataset_is_found_from_anywhere_and_moves_with_the_tasks(
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_synthetic_market(tmp_path_factory.mktemp("synth") / "m", symbols=40, start="2023-01-01",
-                                  end="2023-03-31")  # fmt: skip
+    return write_synthetic_market(
+        tmp_path_factory.mktemp("synth") / "m", symbols=40, start="2023-01-01", end="2023-03-31"
+    )
 
 
 SYNTH_SPLIT = "train=2023-01-01:2023-02-28,val=2023-03-01:2023-03-31"
@@ -308,8 +336,19 @@ def test_tools_and_prompt_set_reach_every_task_and_the_manifest(synthetic: Path,
     """`--tools` and `--prompt-set`: the same draws and ground truth, each task naming them and its prompt rendered
     by them (the one training and `trade eval tasks` replay); a plain build writes no such keys in its tasks."""
     look_args = ["--tools", "compute_alpha_factor, TakeAction", "--prompt-set", "compact"]
-    run = run_trade("data", "tasks", "--data", str(synthetic), "--out", str(tmp_path / "look"), "--split", SYNTH_SPLIT,
-                    "--pool-size", "5-15", *look_args)  # fmt: skip
+    run = run_trade(
+        "data",
+        "tasks",
+        "--data",
+        str(synthetic),
+        "--out",
+        str(tmp_path / "look"),
+        "--split",
+        SYNTH_SPLIT,
+        "--pool-size",
+        "5-15",
+        *look_args,
+    )
     assert run.code == 0, run.err
     build_tasks(synthetic, tmp_path / "plain", split=SYNTH_SPLIT, pool_size="5-15")
     manifest, plain_manifest = read_manifest(tmp_path / "look"), read_manifest(tmp_path / "plain")
@@ -341,8 +380,19 @@ def test_tools_and_prompt_set_reach_every_task_and_the_manifest(synthetic: Path,
 def test_unknown_tools_or_prompt_sets_are_one_line_errors(
     synthetic: Path, tmp_path: Path, args: list[str], message: str
 ) -> None:
-    run = run_trade("data", "tasks", "--data", str(synthetic), "--out", str(tmp_path / "out"), "--split", SYNTH_SPLIT,
-                    "--pool-size", "5-15", *args)  # fmt: skip
+    run = run_trade(
+        "data",
+        "tasks",
+        "--data",
+        str(synthetic),
+        "--out",
+        str(tmp_path / "out"),
+        "--split",
+        SYNTH_SPLIT,
+        "--pool-size",
+        "5-15",
+        *args,
+    )
     errors = [line for line in run.err.splitlines() if line.startswith("error:")]
     assert run.code == 2 and len(errors) == 1 and message in errors[0], run.err
     assert "Traceback" not in run.err and not (tmp_path / "out").exists()

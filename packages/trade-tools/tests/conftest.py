@@ -14,8 +14,14 @@ from trade_data.synth import write_synthetic_market
 from trade_tools.episode import Episode, Task
 
 
-def _find_day(store: MarketStore, board: Board, flags: np.ndarray, *, after: str = "2018-03-01",
-             change: tuple[float, float] | None = None) -> tuple[str, dt.date]:  # fmt: skip
+def _find_day(
+    store: MarketStore,
+    board: Board,
+    flags: np.ndarray,
+    *,
+    after: str = "2018-03-01",
+    change: tuple[float, float] | None = None,
+) -> tuple[str, dt.date]:
     """The first (symbol, day) on ``board`` where ``flags`` is set (and the change is in range)."""
     start = int(store.calendar.searchsorted(after))
     columns = [j for j, s in enumerate(store.symbols) if board_of(s) is board]
@@ -38,8 +44,13 @@ def find_day():  # type: ignore[no-untyped-def]
 def open_day(real_store: MarketStore):  # type: ignore[no-untyped-def]
     """Start an Episode on the real data: ``open_day(date, pool, holdings=..., cash=...)``."""
 
-    def start(date: object, pool: list[str], holdings: dict[str, int] | None = None, cash: float = 1_000_000.0,
-              **kwargs: object) -> Episode:  # fmt: skip
+    def start(
+        date: object,
+        pool: list[str],
+        holdings: dict[str, int] | None = None,
+        cash: float = 1_000_000.0,
+        **kwargs: object,
+    ) -> Episode:
         task = Task(task_id="t", date=date, pool=pool, holdings=holdings or {}, cash=cash)  # type: ignore[arg-type]
         return Episode.start(task, real_store, **kwargs)  # type: ignore[arg-type]
 

@@ -193,9 +193,12 @@ def test_anonymized_texts_ignore_the_future(
     t0 = pd.Timestamp("2024-06-14")
     table, members = perturb_future(real_table, read_instruments_file(sample_data / "csi300.txt"), t0, 5)
     out = write_dataset(
-        table, tmp_path / "perturbed", meta=DatasetMeta(source="perturbed"),
-        calendar=read_calendar_file(sample_data / "calendar.txt"), universes={"csi300": members},
-    )  # fmt: skip
+        table,
+        tmp_path / "perturbed",
+        meta=DatasetMeta(source="perturbed"),
+        calendar=read_calendar_file(sample_data / "calendar.txt"),
+        universes={"csi300": members},
+    )
     perturbed = MarketStore.load(out)
     original, changed = anonymized(real_store, "2024-06-14", seed=4), anonymized(perturbed, "2024-06-14", seed=4)
     assert changed.messages() == original.messages() and changed.tool_schemas() == original.tool_schemas()
@@ -217,8 +220,9 @@ def test_call_and_play_take_anonymize(real_dataset: Path, tmp_path: Path) -> Non
     run = run_trade("tools", "call", "get_price_data", *base, "--args", '{"symbol": "SH600519"}')
     assert run.code == 1 and run.out.startswith(f"错误：{OTHER_SYMBOL} 不在股票池中；股票池共2只：主板")
     script = "help\nstate\nprompt\ntools\nstop\n"
-    run = run_trade("tools", "play", *base, "--holdings", "SZ000001=1000", "--save", str(tmp_path / "d.jsonl"),
-                    input=script)  # fmt: skip
+    run = run_trade(
+        "tools", "play", *base, "--holdings", "SZ000001=1000", "--save", str(tmp_path / "d.jsonl"), input=script
+    )
     assert run.code == 0, run.err
     model_view = run.out.split("状态：stopped")[0]
     assert not leaks(model_view, MarketStore.load(real_dataset)), leaks(model_view, MarketStore.load(real_dataset))

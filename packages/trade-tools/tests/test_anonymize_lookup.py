@@ -222,8 +222,10 @@ def test_relative_figures_read_as_in_the_plain_episode(real_store: MarketStore) 
         args = {"indicators": ["RSI_14", "VOL_20", "ROC_20"], "period": "20d"}
         shown = anonymized.call("get_price_data", {"symbol": alias[symbol], **args})
         assert percents.findall(shown) == percents.findall(plain.call("get_price_data", {"symbol": symbol, **args}))
-    factor = [anonymized.reveal(e.call("compute_alpha_factor", {"expression": "KMID"})).splitlines()[2:]
-              for e in (anonymized, plain)]  # fmt: skip
+    factor = [
+        anonymized.reveal(e.call("compute_alpha_factor", {"expression": "KMID"})).splitlines()[2:]
+        for e in (anonymized, plain)
+    ]
     assert sorted(factor[0], key=lambda line: line.split(". ")[1]) == sorted(
         factor[1], key=lambda line: line.split(". ")[1]
     )

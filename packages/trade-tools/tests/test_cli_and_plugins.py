@@ -45,18 +45,34 @@ def test_call_prints_the_text_and_fails_on_error_texts(real_dataset: Path) -> No
 
 
 def test_play_a_scripted_day_and_save_the_trajectory(real_dataset: Path, tmp_path: Path) -> None:
-    script = "\n".join([
-        "state",
-        'get_price_data {"symbol": "SH600519", "period": "10d", "indicators": ["MA5", "RSI_14"]}',
-        "buy SH600519 100",
-        "sell SZ000001 100",
-        "stop 白酒企稳，小仓位试探",
-    ]) + "\n"  # fmt: skip
+    script = (
+        "\n".join(
+            [
+                "state",
+                'get_price_data {"symbol": "SH600519", "period": "10d", "indicators": ["MA5", "RSI_14"]}',
+                "buy SH600519 100",
+                "sell SZ000001 100",
+                "stop 白酒企稳，小仓位试探",
+            ]
+        )
+        + "\n"
+    )
     out = tmp_path / "day.jsonl"
     run = run_trade(
-        "tools", "play", "--data", str(real_dataset), "--date", "2024-06-14", "--pool", "SH600519,SZ000001",
-        "--holdings", "SZ000001=1000", "--save", str(out), input=script,
-    )  # fmt: skip
+        "tools",
+        "play",
+        "--data",
+        str(real_dataset),
+        "--date",
+        "2024-06-14",
+        "--pool",
+        "SH600519,SZ000001",
+        "--holdings",
+        "SZ000001=1000",
+        "--save",
+        str(out),
+        input=script,
+    )
     assert run.code == 0, run.err
     assert "===== SYSTEM =====" in run.out and "市场状态（截至2024-06-14收盘" in run.out
     assert "成交：买入SH600519 100股" in run.out and "状态：stopped" in run.out

@@ -22,8 +22,19 @@ def _one_line_error(code: int, output: str, message: str) -> None:
     assert code == 2 and output == f"error: {message}\n", output
 
 
-@pytest.mark.parametrize("text", ["01/02/2024", "20240614", "14/06/2024", "June 14 2024", "2024-06-14T15:00",
-                                  "2024-6-14", "2024-02-30", "２０２４-06-14"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        "01/02/2024",
+        "20240614",
+        "14/06/2024",
+        "June 14 2024",
+        "2024-06-14T15:00",
+        "2024-6-14",
+        "2024-02-30",
+        "２０２４-06-14",
+    ],
+)
 def test_a_date_is_yyyy_mm_dd_only(real_dataset: Path, text: str) -> None:
     code, output = _trade("tools", "call", "get_macro_indicators", "--data", str(real_dataset), "--date", text)
     _one_line_error(code, output, f"--date {text!r} is not a date YYYY-MM-DD (e.g. 2024-06-14)")
@@ -48,8 +59,18 @@ def test_every_date_option_takes_yyyy_mm_dd_only(args: list[str], tmp_path: Path
 
 @pytest.mark.parametrize("pool", [[], ["--pool", "SH600519"]], ids=["sampled", "given"])
 def test_an_unknown_universe_is_refused(real_dataset: Path, pool: list[str]) -> None:
-    code, output = _trade("tools", "call", "get_macro_indicators", "--data", str(real_dataset), "--date",
-                          "2024-06-14", "--universe", "csi500", *pool)  # fmt: skip
+    code, output = _trade(
+        "tools",
+        "call",
+        "get_macro_indicators",
+        "--data",
+        str(real_dataset),
+        "--date",
+        "2024-06-14",
+        "--universe",
+        "csi500",
+        *pool,
+    )
     _one_line_error(code, output, "unknown universe 'csi500' (known: all, csi300)")
 
 
@@ -76,14 +97,28 @@ def test_bad_account_options_are_one_line(real_dataset: Path, args: list[str], m
 
 
 def test_a_negative_seed_is_a_usage_error(real_dataset: Path) -> None:
-    code, output = _trade("tools", "call", "get_macro_indicators", "--data", str(real_dataset), "--date",
-                          "2024-06-14", "--seed", "-1")  # fmt: skip
+    code, output = _trade(
+        "tools", "call", "get_macro_indicators", "--data", str(real_dataset), "--date", "2024-06-14", "--seed", "-1"
+    )
     assert code == 2 and "Invalid value for '--seed': -1 is not in the range x>=0" in output
 
 
 def _play(real_dataset: Path, out: Path, script: str):  # type: ignore[no-untyped-def]
-    return run_trade("tools", "play", "--data", str(real_dataset), "--date", "2024-06-14",
-                     "--pool", "SZ000063,SH600519", "--holdings", "", "--save", str(out), input=script)  # fmt: skip
+    return run_trade(
+        "tools",
+        "play",
+        "--data",
+        str(real_dataset),
+        "--date",
+        "2024-06-14",
+        "--pool",
+        "SZ000063,SH600519",
+        "--holdings",
+        "",
+        "--save",
+        str(out),
+        input=script,
+    )
 
 
 def test_end_of_input_saves_the_day_as_quit_does(real_dataset: Path, tmp_path: Path) -> None:

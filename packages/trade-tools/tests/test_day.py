@@ -77,16 +77,28 @@ def test_replies_split_reasoning_from_the_answer() -> None:
 def test_play_truncates_after_the_last_allowed_reply_as_training_does(real_dataset: Path) -> None:
     """`trade tools play` counted turns itself and left a day open after its last allowed reply."""
     script = "get_macro_indicators {}\n" * MAX_TURNS
-    run = run_trade("tools", "play", "--data", str(real_dataset), "--date", "2024-06-14", "--pool", ",".join(POOL),
-                    input=script)  # fmt: skip
+    run = run_trade(
+        "tools", "play", "--data", str(real_dataset), "--date", "2024-06-14", "--pool", ",".join(POOL), input=script
+    )
     assert run.code == 1 and "状态：truncated" in run.out, run.out[-300:]
     assert run.err.count("the day is over (truncated)") == 1
 
 
 def test_play_saves_the_days_conversation(real_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "day.jsonl"
-    run_trade("tools", "play", "--data", str(real_dataset), "--date", "2024-06-14", "--pool", ",".join(POOL),
-              "--save", str(out), input="get_macro_indicators {}\nstop 观望\n")  # fmt: skip
+    run_trade(
+        "tools",
+        "play",
+        "--data",
+        str(real_dataset),
+        "--date",
+        "2024-06-14",
+        "--pool",
+        ",".join(POOL),
+        "--save",
+        str(out),
+        input="get_macro_indicators {}\nstop 观望\n",
+    )
     messages = json.loads(out.read_text())["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
     assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == ["call_1_0", "call_2_0"]

@@ -78,8 +78,11 @@ def test_character_budget_cuts_long_texts(open_day) -> None:  # type: ignore[no-
 def test_schemas_are_valid_openai_functions(open_day) -> None:  # type: ignore[no-untyped-def]
     schemas = open_day("2024-06-14", POOL).tool_schemas()
     assert [s["function"]["name"] for s in schemas] == [
-        "get_price_data", "get_macro_indicators", "compute_alpha_factor", "TakeAction",
-    ]  # fmt: skip
+        "get_price_data",
+        "get_macro_indicators",
+        "compute_alpha_factor",
+        "TakeAction",
+    ]
     for schema in schemas:
         assert schema["type"] == "function" and schema["function"]["description"]
         parameters = schema["function"]["parameters"]

@@ -16,12 +16,26 @@ BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 def test_bench_store_scale_prints_its_tables(tmp_path: Path) -> None:
     out = tmp_path / "bench.md"
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "bench_store_scale.py"), "--sizes", "30x1", "--workers", "2",
-         "--calls", "5", "--qlib-calls", "0", "--cli-runs", "1", "--write", str(out)],
+        [
+            sys.executable,
+            str(BENCHMARKS / "bench_store_scale.py"),
+            "--sizes",
+            "30x1",
+            "--workers",
+            "2",
+            "--calls",
+            "5",
+            "--qlib-calls",
+            "0",
+            "--cli-runs",
+            "1",
+            "--write",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     tables = [line for line in done.stdout.splitlines() if line.startswith("|")]
     assert tables[0].startswith("| dataset |") and tables[2].startswith("| 30x1 (33 symbols")

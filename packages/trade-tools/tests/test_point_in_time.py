@@ -58,7 +58,7 @@ def random_calls(pool: list[str], rng: np.random.Generator, n: int = 40) -> list
             calls.append(
                 ("TakeAction", json.dumps({"type": side, "symbol": symbol, "amount": int(rng.integers(1, 30)) * 100}))
             )
-    return calls  # fmt: skip
+    return calls
 
 
 @pytest.mark.slow
@@ -70,9 +70,12 @@ def test_tool_texts_ignore_the_future(
     t0 = real_store.calendar[int(rng.integers(80, len(real_store.calendar) - 5))]
     table, members = perturb_future(real_table, read_instruments_file(sample_data / "csi300.txt"), t0, seed)
     out = write_dataset(
-        table, tmp_path / "perturbed", meta=DatasetMeta(source="perturbed"),
-        calendar=read_calendar_file(sample_data / "calendar.txt"), universes={"csi300": members},
-    )  # fmt: skip
+        table,
+        tmp_path / "perturbed",
+        meta=DatasetMeta(source="perturbed"),
+        calendar=read_calendar_file(sample_data / "calendar.txt"),
+        universes={"csi300": members},
+    )
     check_future_is_ignored(real_store, MarketStore.load(out), t0, rng, seed)
 
 
@@ -85,11 +88,13 @@ def test_tool_texts_ignore_the_future_of_a_planted_signal_market(seed: int, tmp_
     t0 = market.calendar[int(rng.integers(80, len(market.calendar) - 5))]
     meta = DatasetMeta(synthetic=True, source="synth", parameters=market.parameters)
     members = market.universes["csi300"]
-    original = write_dataset(market.table, tmp_path / "original", meta=meta, calendar=market.calendar,
-                             universes={"csi300": members})  # fmt: skip
+    original = write_dataset(
+        market.table, tmp_path / "original", meta=meta, calendar=market.calendar, universes={"csi300": members}
+    )
     table, changed = perturb_future(market.table, members, t0, seed)
-    perturbed = write_dataset(table, tmp_path / "perturbed", meta=meta, calendar=market.calendar,
-                              universes={"csi300": changed})  # fmt: skip
+    perturbed = write_dataset(
+        table, tmp_path / "perturbed", meta=meta, calendar=market.calendar, universes={"csi300": changed}
+    )
     store = MarketStore.load(original)
     assert store.planted_signal == MarketStore.load(perturbed).planted_signal == "KMID"
     check_future_is_ignored(store, MarketStore.load(perturbed), t0, rng, seed)

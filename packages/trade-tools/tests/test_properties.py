@@ -20,13 +20,38 @@ from trade_tools.tasks import day_task
 
 CALLS_PER_EPISODE = 25
 EPISODES = 420
-DAYS = ["2018-03-15", "2019-08-26", "2020-02-04", "2020-08-24", "2021-07-28", "2022-10-31", "2023-08-28", "2024-02-05",
-        "2024-06-14", "2024-10-08", "2025-04-07", "2025-09-11"]  # fmt: skip
+DAYS = [
+    "2018-03-15",
+    "2019-08-26",
+    "2020-02-04",
+    "2020-08-24",
+    "2021-07-28",
+    "2022-10-31",
+    "2023-08-28",
+    "2024-02-05",
+    "2024-06-14",
+    "2024-10-08",
+    "2025-04-07",
+    "2025-09-11",
+]
 HOSTILE = [
-    "$close*0+(lambda:1+1)()", "__import__('os').system('true')", "Ref($close,-1)", "Ref($close,1-2)", "9**9**9",
-    "$vwap/$close", "$$roewa_q", "ChangeInstrument('SH000300',$close)", "", "x" * 400, "Mean($close,5)/$close",
-    "ROC20", "kmid", "Corr($close,Log($volume+1),10)", "Rank($close,0)", "If($close>$open,1,-1)",
-]  # fmt: skip
+    "$close*0+(lambda:1+1)()",
+    "__import__('os').system('true')",
+    "Ref($close,-1)",
+    "Ref($close,1-2)",
+    "9**9**9",
+    "$vwap/$close",
+    "$$roewa_q",
+    "ChangeInstrument('SH000300',$close)",
+    "",
+    "x" * 400,
+    "Mean($close,5)/$close",
+    "ROC20",
+    "kmid",
+    "Corr($close,Log($volume+1),10)",
+    "Rank($close,0)",
+    "If($close>$open,1,-1)",
+]
 
 
 def values(pool: list[str]) -> st.SearchStrategy[object]:
@@ -55,7 +80,7 @@ def values(pool: list[str]) -> st.SearchStrategy[object]:
     action = st.fixed_dictionaries(
         {"type": st.sampled_from(["buy", "buy", "sell", "sell", "stop", "hold"])},
         optional={"symbol": symbols, "amount": amounts, "reasoning": st.text(max_size=20)},
-    )  # fmt: skip
+    )
     return st.one_of(
         st.tuples(st.just("get_price_data"), price),
         st.tuples(st.just("get_macro_indicators"), macro),

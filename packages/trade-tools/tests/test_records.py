@@ -16,8 +16,12 @@ from trade_tools.records import GroundTruth, Reward, Task, parse
 from trade_tools.trajectory import TRAJECTORY_VERSION, Trajectory, read_trajectories, write_trajectories
 
 POOL = ["SH600519", "SZ000001"]
-TRUTH = {"date": "2024-06-14", "horizon_dates": ["2024-06-17", "2024-06-18", "2024-06-19"],
-         "close": {s: 10.0 for s in POOL}, "growth": {s: [1.0, 1.01, 0.99] for s in POOL}}  # fmt: skip
+TRUTH = {
+    "date": "2024-06-14",
+    "horizon_dates": ["2024-06-17", "2024-06-18", "2024-06-19"],
+    "close": {s: 10.0 for s in POOL},
+    "growth": {s: [1.0, 1.01, 0.99] for s in POOL},
+}
 
 
 @pytest.fixture
@@ -29,14 +33,34 @@ def stopped(open_day) -> Episode:  # type: ignore[no-untyped-def]
 
 def version_1(episode: Episode, reward: dict | None) -> str:
     """A line as `trade train` wrote it before the records were typed: everything inside ``reward``."""
-    return json.dumps({"version": 1, "id": "old", "task_id": "t", "source": "verl", "model": "m",
-                       "created_at": "2025-01-01T00:00:00+00:00", "episode": json.loads(episode.model_dump_json()),
-                       "messages": [], "reward": reward})  # fmt: skip
+    return json.dumps(
+        {
+            "version": 1,
+            "id": "old",
+            "task_id": "t",
+            "source": "verl",
+            "model": "m",
+            "created_at": "2025-01-01T00:00:00+00:00",
+            "episode": json.loads(episode.model_dump_json()),
+            "messages": [],
+            "reward": reward,
+        }
+    )
 
 
 def test_version_1_lines_are_converted_on_read(stopped: Episode, tmp_path: Path) -> None:
-    failed = {"score": -3.0, "scheme": "bucketed", "r_new": 0.0, "r_orig": 0.0, "r_outcome": 0.0, "bucket": -99,
-              "penalty": 0.0, "failure": "no_stop", "step": 12, "ground_truth": json.dumps(TRUTH)}  # fmt: skip
+    failed = {
+        "score": -3.0,
+        "scheme": "bucketed",
+        "r_new": 0.0,
+        "r_orig": 0.0,
+        "r_outcome": 0.0,
+        "bucket": -99,
+        "penalty": 0.0,
+        "failure": "no_stop",
+        "step": 12,
+        "ground_truth": json.dumps(TRUTH),
+    }
     scored = {**failed, "score": 1.0, "bucket": 1, "failure": "", "ground_truth": TRUTH}
     path = tmp_path / "old.jsonl"
     path.write_text("\n".join(version_1(stopped, r) for r in (failed, scored, None)) + "\n")
@@ -44,8 +68,9 @@ def test_version_1_lines_are_converted_on_read(stopped: Episode, tmp_path: Path)
     assert first.version == second.version == TRAJECTORY_VERSION == 2
     assert first.step == second.step == 12 and unscored.step is None
     assert first.ground_truth == second.ground_truth == GroundTruth.model_validate(TRUTH)
-    assert first.reward == Reward(score=-3.0, scheme="bucketed", r_new=0.0, r_orig=0.0, r_outcome=0.0,
-                                  failure="no_stop")  # fmt: skip
+    assert first.reward == Reward(
+        score=-3.0, scheme="bucketed", r_new=0.0, r_orig=0.0, r_outcome=0.0, failure="no_stop"
+    )
     assert (second.reward.bucket, second.reward.failure) == (1, None)
     assert unscored.reward is None and unscored.ground_truth is None
     assert unscored.episode.model_dump() == stopped.model_dump()
@@ -66,8 +91,9 @@ def test_records_parse_from_json_text_or_decoded_objects() -> None:
 
 
 def test_a_trajectory_is_written_whole_or_not_at_all(stopped: Episode, tmp_path: Path) -> None:
-    path = write_trajectories(tmp_path / "day.jsonl", [Trajectory(task_id="t", source="test", episode=stopped,
-                                                                  messages=[])])  # fmt: skip
+    path = write_trajectories(
+        tmp_path / "day.jsonl", [Trajectory(task_id="t", source="test", episode=stopped, messages=[])]
+    )
     before = path.read_bytes()
 
     def broken():  # type: ignore[no-untyped-def]

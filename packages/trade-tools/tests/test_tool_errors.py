@@ -124,12 +124,40 @@ def test_argument_errors_are_chinese(open_day, name: str, arguments: str, about:
 
 TOO_COSTLY = "Corr(Corr(Corr(Corr(Corr($close,$open,250),$high,250),$low,250),$volume,250),$close,250)"
 REFUSED = [
-    "Ref($close,-3)", "mean($close,5)", "$vwap", "1+1", "-$close", "$close>$open>1", "Mean($close, 5.0)", "FOO1",
-    "VWAP0", "$close.real", "Mean($close)", "Mean(x=$close, N=5)", "Skew($close, 2)", "Quantile($close, 5, 2)",
-    "$close ** 11", "$$roewa_q", "_close", "$close if 1 else 2", "Abs(1)", "And($close, $open)", "Not($close)",
-    "Mean", "1/0 + $close", "Mean($close, 5) +", "'a'", "$close\n", "+".join(["$close"] * 31), "$close" + "+1" * 150,
-    TOO_COSTLY, "Ref($close, 1)[0]", "[$close]", "$close and 1", "lambda: $close",
-]  # fmt: skip
+    "Ref($close,-3)",
+    "mean($close,5)",
+    "$vwap",
+    "1+1",
+    "-$close",
+    "$close>$open>1",
+    "Mean($close, 5.0)",
+    "FOO1",
+    "VWAP0",
+    "$close.real",
+    "Mean($close)",
+    "Mean(x=$close, N=5)",
+    "Skew($close, 2)",
+    "Quantile($close, 5, 2)",
+    "$close ** 11",
+    "$$roewa_q",
+    "_close",
+    "$close if 1 else 2",
+    "Abs(1)",
+    "And($close, $open)",
+    "Not($close)",
+    "Mean",
+    "1/0 + $close",
+    "Mean($close, 5) +",
+    "'a'",
+    "$close\n",
+    "+".join(["$close"] * 31),
+    "$close" + "+1" * 150,
+    TOO_COSTLY,
+    "Ref($close, 1)[0]",
+    "[$close]",
+    "$close and 1",
+    "lambda: $close",
+]
 
 
 @pytest.mark.parametrize("expression", REFUSED)
@@ -138,8 +166,39 @@ def test_expression_refusals_reach_the_model_in_chinese(open_day, expression: st
     assert text.startswith("错误：表达式被拒绝：") and not english(text), text
 
 
-TOKENS = ["$close", "$vwap", "Mean(", "Ref(", "Corr(", "Quantile(", "If(", "mean(", "lambda", "(", ")", ",", "+", "-",
-          "**", ">", "==", "&", "1", "-1", "0.5", "True", ".", "=", "x", " ", "'", "[", "_", "$$a", "#"]  # fmt: skip
+TOKENS = [
+    "$close",
+    "$vwap",
+    "Mean(",
+    "Ref(",
+    "Corr(",
+    "Quantile(",
+    "If(",
+    "mean(",
+    "lambda",
+    "(",
+    ")",
+    ",",
+    "+",
+    "-",
+    "**",
+    ">",
+    "==",
+    "&",
+    "1",
+    "-1",
+    "0.5",
+    "True",
+    ".",
+    "=",
+    "x",
+    " ",
+    "'",
+    "[",
+    "_",
+    "$$a",
+    "#",
+]
 
 
 @settings(max_examples=300, deadline=None)

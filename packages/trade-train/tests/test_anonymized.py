@@ -61,8 +61,9 @@ def test_tasks_that_disagree_with_their_manifest_are_refused_in_one_line(
     tasks = shutil.copytree(anonymized_tasks, tmp_path / "tasks")
     manifest = json.loads((tasks / "manifest.json").read_text())
     (tasks / "manifest.json").write_text(json.dumps({**manifest, "anonymized": False}))
-    run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "run"),
-                    "--dry-run")  # fmt: skip
+    run = run_trade(
+        "train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "run"), "--dry-run"
+    )
     assert run.code == 2 and len(run.err.strip().splitlines()) == 1
     assert "some tasks disagree with its manifest on anonymized" in run.err
     assert not (tmp_path / "run").exists()

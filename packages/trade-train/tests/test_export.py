@@ -84,8 +84,14 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     command = [sys.executable, "-c", SAVE_ACTOR, str(model), str(root), str(STEP), *STRATEGIES]
     ranks = []
     for rank in range(WORLD_SIZE):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-               "LOCAL_RANK": str(rank), "WORLD_SIZE": str(WORLD_SIZE)}  # fmt: skip
+        env = {
+            **os.environ,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(WORLD_SIZE),
+        }
         ranks.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [process.communicate(timeout=120)[0] for process in ranks]
     for rank, (process, output) in enumerate(zip(ranks, outputs, strict=True)):
@@ -94,8 +100,9 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_export_merges_a_real_fsdp_checkpoint_into_the_same_weights(strategy: str, saved: tuple[Path, Path],
-                                                                     tmp_path: Path) -> None:  # fmt: skip
+def test_export_merges_a_real_fsdp_checkpoint_into_the_same_weights(
+    strategy: str, saved: tuple[Path, Path], tmp_path: Path
+) -> None:
     """A run's checkpoints/ folder (its global_step_N found) exports to a HF folder that loads as the saved model."""
     model, root = saved
     checkpoints = root / strategy / "checkpoints"
@@ -119,9 +126,13 @@ def test_export_merges_a_real_fsdp_checkpoint_into_the_same_weights(strategy: st
         assert torch.equal(merged[name], weight), name
     # what vLLM reads: the weights file (tied lm_head left out, as in the original), and the same prompts and ids
     assert load_file(hf / "model.safetensors").keys() == load_file(model / "model.safetensors").keys()
-    messages = [{"role": "user", "content": "买入 600519?"},
-                {"role": "assistant", "content": "<think>\n想\n</think>\n\n好"}]  # fmt: skip
+    messages = [
+        {"role": "user", "content": "买入 600519?"},
+        {"role": "assistant", "content": "<think>\n想\n</think>\n\n好"},
+    ]
     tools = [{"type": "function", "function": {"name": "buy", "parameters": {"type": "object", "properties": {}}}}]
-    prompts = [AutoTokenizer.from_pretrained(folder).apply_chat_template(messages, tools=tools, return_dict=False)
-               for folder in (model, hf)]  # fmt: skip
+    prompts = [
+        AutoTokenizer.from_pretrained(folder).apply_chat_template(messages, tools=tools, return_dict=False)
+        for folder in (model, hf)
+    ]
     assert prompts[0] == prompts[1] and len(prompts[0]) > 50

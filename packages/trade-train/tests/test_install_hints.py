@@ -16,14 +16,20 @@ import pytest
 
 CPU_TORCH = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 """PyPI's Linux torch is the CUDA build (gigabytes of CUDA libraries); the CPU tests use the CPU wheel."""
-TRADE_WITHOUT = "import sys; sys.modules.update(dict.fromkeys(sys.argv.pop(1).split(','))); " \
-    "from trade_core.cli import main; main()"  # fmt: skip
+TRADE_WITHOUT = (
+    "import sys; sys.modules.update(dict.fromkeys(sys.argv.pop(1).split(','))); from trade_core.cli import main; main()"
+)
 
 
 def trade_without(hidden: tuple[str, ...], *args: str) -> str:
     """stderr of ``trade ARGS`` run where none of ``hidden`` imports; it must fail with exit status 2."""
-    done = subprocess.run([sys.executable, "-c", TRADE_WITHOUT, ",".join(hidden), *args],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", TRADE_WITHOUT, ",".join(hidden), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     return done.stderr.strip()
 

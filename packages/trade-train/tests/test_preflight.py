@@ -15,8 +15,9 @@ from trade_train.trainer import TRAINERS, TrainSpec
 from trade_train.verl_grpo.stack import probe_problems, stack_problems
 
 CPU_TORCH = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
-MODEL_HINT = "(a Hugging Face model folder holds config.json and one of tokenizer.json, tokenizer.model, vocab.json, " \
-    "vocab.txt)"  # fmt: skip
+MODEL_HINT = (
+    "(a Hugging Face model folder holds config.json and one of tokenizer.json, tokenizer.model, vocab.json, vocab.txt)"
+)
 
 
 def missing(*modules: str) -> list[str]:
@@ -40,8 +41,22 @@ def test_every_problem_is_one_line_and_all_come_at_once(
     (half / "val.jsonl").unlink()
     (tmp_path / "file").write_text("in the way")
     run_dir = tmp_path / "file" / "run"
-    run = run_trade("train", "--model", str(model_without_tokenizer), "--tasks", str(half), "--data", str(tmp_path),
-                    "--reward", "sharpe", "--logger", "neptune", "--run-dir", str(run_dir), "--dry-run")  # fmt: skip
+    run = run_trade(
+        "train",
+        "--model",
+        str(model_without_tokenizer),
+        "--tasks",
+        str(half),
+        "--data",
+        str(tmp_path),
+        "--reward",
+        "sharpe",
+        "--logger",
+        "neptune",
+        "--run-dir",
+        str(run_dir),
+        "--dry-run",
+    )
     assert run.code == 2
     lines = run.err.strip().splitlines()
     assert lines[:3] == [
@@ -50,8 +65,10 @@ def test_every_problem_is_one_line_and_all_come_at_once(
         "makes train, val and test)",
         f"error: no dataset at {tmp_path} (pass --data DIR: the dataset the tasks were built from)",
     ]
-    assert lines[3] == f"error: run folder {run_dir} is not writable: Not a directory: {tmp_path / 'file'} " \
-        "(choose another --run-dir)"  # fmt: skip
+    assert (
+        lines[3] == f"error: run folder {run_dir} is not writable: Not a directory: {tmp_path / 'file'} "
+        "(choose another --run-dir)"
+    )
     assert lines[4].startswith("error: unknown reward scheme 'sharpe'")
     assert lines[5].startswith("error: unknown logger 'neptune'") and len(lines) == 6  # a dry run skips the stack
     assert run.out == ""
@@ -65,8 +82,7 @@ def train_and_test_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("train-test")
     market = write_synthetic_market(root / "market", symbols=30, start="2024-01-01", end="2024-06-30", seed=0)
-    build_tasks(market, root / "tasks", split="train=2024-03-01:2024-03-29,test=2024-05-06:2024-05-31",
-                pool_size="5-8")  # fmt: skip
+    build_tasks(market, root / "tasks", split="train=2024-03-01:2024-03-29,test=2024-05-06:2024-05-31", pool_size="5-8")
     return root / "tasks"
 
 
@@ -90,8 +106,16 @@ def test_trl_grpo_needs_only_the_train_split_and_verl_grpo_still_asks_for_val(
 
 def test_a_folder_without_config_or_tokenizer_is_refused_in_one_line(tasks: Path, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    run = run_trade("train", "--model", str(tmp_path / "empty"), "--tasks", str(tasks), "--run-dir",
-                    str(tmp_path / "run"), "--dry-run")  # fmt: skip
+    run = run_trade(
+        "train",
+        "--model",
+        str(tmp_path / "empty"),
+        "--tasks",
+        str(tasks),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--dry-run",
+    )
     assert (
         run.err.strip() == f"error: model folder {tmp_path / 'empty'} has no config.json and no tokenizer {MODEL_HINT}"
     )
@@ -101,8 +125,17 @@ def test_the_real_launch_runs_the_preflight_before_anything_starts(
     tasks: Path, model_without_tokenizer: Path, tmp_path: Path
 ) -> None:
     """Without --dry-run the same checks run first, plus the device's stack; nothing is written, Ray never starts."""
-    run = run_trade("train", "--model", str(model_without_tokenizer), "--tasks", str(tasks), "--device", "gpu",
-                    "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    run = run_trade(
+        "train",
+        "--model",
+        str(model_without_tokenizer),
+        "--tasks",
+        str(tasks),
+        "--device",
+        "gpu",
+        "--run-dir",
+        str(tmp_path / "run"),
+    )
     assert run.code == 2 and run.out == ""  # no plan printed, nothing launched
     absent = ", ".join(missing("torch", "vllm", "verl"))  # vllm is never installed on the CPU test machines
     assert run.err.strip().splitlines() == [
@@ -118,8 +151,17 @@ def test_the_real_launch_runs_the_preflight_before_anything_starts(
 
 
 def test_the_npu_stack_hints_keep_an_installed_torch(tasks: Path, tmp_path: Path) -> None:
-    run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--device", "npu",
-                    "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    run = run_trade(
+        "train",
+        "--model",
+        "Qwen/Qwen3-4B",
+        "--tasks",
+        str(tasks),
+        "--device",
+        "npu",
+        "--run-dir",
+        str(tmp_path / "run"),
+    )
     guide = "install them as vllm-ascend's installation guide says: they build against CANN"
     vllm = f"error: training on NPU needs vllm, vllm_ascend, not installed here ({guide})"
     if importlib.util.find_spec("torch") is None:
@@ -130,8 +172,10 @@ def test_the_npu_stack_hints_keep_an_installed_torch(tasks: Path, tmp_path: Path
     else:  # the [npu] extra pins its torch: naming it would swap the one installed here
         import torch
 
-        first = (f"torch_npu, not installed here (install the torch-npu build for torch {torch.__version__} and your "
-                 "CANN, as vllm-ascend's installation guide says)")  # fmt: skip
+        first = (
+            f"torch_npu, not installed here (install the torch-npu build for torch {torch.__version__} and your "
+            "CANN, as vllm-ascend's installation guide says)"
+        )
         expected = [f"error: training on NPU needs {first}", vllm]
         if missing("verl"):  # a venv with torch for another job (tox -e trl): verl alone, torch kept
             expected.append(f"error: training on NPU needs verl, not installed here ({install_hint('verl')})")
@@ -143,8 +187,10 @@ def test_the_npu_stack_hints_keep_an_installed_torch(tasks: Path, tmp_path: Path
 def test_a_cpu_run_without_torch_names_the_cpu_wheel() -> None:
     [problem] = stack_problems("cpu")
     absent = ", ".join(missing("torch", "verl"))
-    assert str(problem) == f"training on CPU needs {absent}, not installed here ({CPU_TORCH} && pip install " \
-        "'trade-train[verl]')"  # fmt: skip
+    assert (
+        str(problem) == f"training on CPU needs {absent}, not installed here ({CPU_TORCH} && pip install "
+        "'trade-train[verl]')"
+    )
 
 
 @pytest.mark.skipif(missing("torch", "verl") != [], reason="needs torch and verl (tox -e verl)")

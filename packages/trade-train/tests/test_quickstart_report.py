@@ -31,10 +31,14 @@ def test_the_exploit_clause_says_what_the_intervals_allow() -> None:
 def test_steps_with_mostly_flat_groups_are_counted_with_their_reasons() -> None:
     steps = [
         {"step": 1, "trade/zero_variance_groups": 0.25},
-        {"step": 2, "trade/zero_variance_groups": 0.75, "trade/zero_variance/all_failed": 0.5,
-         "trade/zero_variance/identical": 0.25},
+        {
+            "step": 2,
+            "trade/zero_variance_groups": 0.75,
+            "trade/zero_variance/all_failed": 0.5,
+            "trade/zero_variance/identical": 0.25,
+        },
         {"step": 3, "trade/zero_variance_groups": 1.0, "trade/zero_variance/all_failed": 1.0},
-    ]  # fmt: skip
+    ]
     assert flat_steps(steps) == (
         "Warning: 2 of 3 steps had over half their groups without a reward difference (all failed, identical)."
     )

@@ -170,8 +170,22 @@ def _malformed(played: tuple[Json, Json]) -> list[tuple[Any, Any]]:
     """Episodes and ground truths that cannot be read, or do not belong together."""
     episode, truth = played
     text, truth_text = json.dumps(episode), json.dumps(truth)
-    broken: list[Any] = ["", "{}", "null", "[]", "42", "not json", text[: len(text) // 2], text + "}", "[" * 100_000,
-                         42, [], [episode], {}, b"{}"]  # fmt: skip
+    broken: list[Any] = [
+        "",
+        "{}",
+        "null",
+        "[]",
+        "42",
+        "not json",
+        text[: len(text) // 2],
+        text + "}",
+        "[" * 100_000,
+        42,
+        [],
+        [episode],
+        {},
+        b"{}",
+    ]
     episodes = [*broken, *(changed(episode, (key,), DELETE) for key in ("task", "cash", "positions", "value_before"))]
     episodes += [
         changed(episode, ("cash",), "很多"),

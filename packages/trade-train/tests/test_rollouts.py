@@ -101,10 +101,16 @@ def test_unscorable_trajectories_count_as_their_own_failures(step: list[Rollout]
 def test_continuous_scores_log_no_bucket_mean(real_store: MarketStore) -> None:
     """A scheme without buckets logs none: verl's placeholder bucket (-99) used to be averaged in."""
     rollout = scored(real_store, "a", [("TakeAction", {"type": "stop", "reasoning": "不调仓"})])
-    reward = compute_score("trade", "", rollout.ground_truth.model_dump_json(),
-                           {EPISODE: rollout.episode.model_dump_json()}, scheme="continuous")  # fmt: skip
-    continuous = Rollout.from_fields("a", reward["score"], {EPISODE: rollout.episode.model_dump_json(),
-                                                           REWARD_INFO: reward})  # fmt: skip
+    reward = compute_score(
+        "trade",
+        "",
+        rollout.ground_truth.model_dump_json(),
+        {EPISODE: rollout.episode.model_dump_json()},
+        scheme="continuous",
+    )
+    continuous = Rollout.from_fields(
+        "a", reward["score"], {EPISODE: rollout.episode.model_dump_json(), REWARD_INFO: reward}
+    )
     assert continuous.reward.bucket is None and "trade/reward/bucket/mean" not in step_metrics([continuous])
 
 

@@ -199,9 +199,13 @@ def test_tuned_model_answers_with_a_well_formed_tool_call(tmp_path: Path, market
     names = {schema["function"]["name"] for schema in day.tools}
     for thinking in (False, True):
         inputs = tokenizer.apply_chat_template(
-            day.messages[:2], tools=day.tools, add_generation_prompt=True, enable_thinking=thinking,
-            return_tensors="pt", return_dict=True,
-        )  # fmt: skip
+            day.messages[:2],
+            tools=day.tools,
+            add_generation_prompt=True,
+            enable_thinking=thinking,
+            return_tensors="pt",
+            return_dict=True,
+        )
         output = model.generate(**inputs, max_new_tokens=64, do_sample=False)
         text = tokenizer.decode(output[0, inputs["input_ids"].shape[1] :])
         call = parse_tool_call(text)

@@ -29,8 +29,19 @@ needs_verl = pytest.mark.skipif(
 
 @pytest.mark.skipif(importlib.util.find_spec("swanlab") is not None, reason="checks a missing logger package")
 def test_a_logger_whose_package_is_missing_fails_before_launch(tasks: Path, tmp_path: Path) -> None:
-    run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--logger", "console",
-                    "--logger", "swanlab", "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    run = run_trade(
+        "train",
+        "--model",
+        "Qwen/Qwen3-4B",
+        "--tasks",
+        str(tasks),
+        "--logger",
+        "console",
+        "--logger",
+        "swanlab",
+        "--run-dir",
+        str(tmp_path / "run"),
+    )
     assert run.code == 2  # then the device stack's lines: this machine has no NPU stack
     assert run.err.splitlines()[0] == "error: --logger swanlab needs the swanlab package (pip install swanlab)"
     assert not (tmp_path / "run").exists()
@@ -90,8 +101,9 @@ def test_the_run_folder_holds_verls_rows_of_the_task_records(tasks: Path, tmp_pa
 
 def test_node_and_card_counts_below_one_are_usage_errors(tasks: Path, tmp_path: Path) -> None:
     for option in ("--nodes", "--gpus-per-node"):
-        run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), option, "0",
-                        "--run-dir", str(tmp_path / "run"))  # fmt: skip
+        run = run_trade(
+            "train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), option, "0", "--run-dir", str(tmp_path / "run")
+        )
         assert run.code == 2 and f"Invalid value for '{option}': 0 is not in the range x>=1" in run.err, run.err
     assert not (tmp_path / "run").exists()
 
@@ -101,11 +113,24 @@ def test_node_and_card_counts_below_one_are_usage_errors(tasks: Path, tmp_path: 
 def test_dry_run_composes_a_config_verl_accepts(device: str, tasks: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / f"run-{device}"
     # floats where verl's YAML default is an int (its dataclasses declare float), and null, are accepted
-    run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--device", device,
-                    "--run-dir", str(run_dir), "--dry-run", "--", "trainer.total_epochs=2",
-                    "actor_rollout_ref.rollout.top_p=0.9", "actor_rollout_ref.actor.entropy_coeff=0.001",
-                    "actor_rollout_ref.rollout.val_kwargs.temperature=0.6",
-                    "trainer.total_training_steps=null")  # fmt: skip
+    run = run_trade(
+        "train",
+        "--model",
+        "Qwen/Qwen3-4B",
+        "--tasks",
+        str(tasks),
+        "--device",
+        device,
+        "--run-dir",
+        str(run_dir),
+        "--dry-run",
+        "--",
+        "trainer.total_epochs=2",
+        "actor_rollout_ref.rollout.top_p=0.9",
+        "actor_rollout_ref.actor.entropy_coeff=0.001",
+        "actor_rollout_ref.rollout.val_kwargs.temperature=0.6",
+        "trainer.total_training_steps=null",
+    )
     assert run.code == 0, run.err
     assert "dry run: config valid; nothing launched" in run.out
     summary = json.loads(run.out[run.out.index("{") : run.out.rindex("}") + 1])
@@ -149,8 +174,19 @@ def test_verl_loads_compute_score_from_the_planned_path(tasks: Path, real_store:
 @pytest.mark.parametrize("dry_run", [["--dry-run"], []], ids=["dry-run", "launch"])
 def test_verl_rejects_a_wrong_override_in_one_line(dry_run: list[str], tasks: Path, tmp_path: Path) -> None:
     # trainer.device=cpu: the launch's preflight then checks the CPU stack, the one installed here
-    run = run_trade("train", "--model", "Qwen/Qwen3.5-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"),
-                    *dry_run, "--", "trainer.device=cpu", "trainer.no_such_key=1")  # fmt: skip
+    run = run_trade(
+        "train",
+        "--model",
+        "Qwen/Qwen3.5-4B",
+        "--tasks",
+        str(tasks),
+        "--run-dir",
+        str(tmp_path / "r"),
+        *dry_run,
+        "--",
+        "trainer.device=cpu",
+        "trainer.no_such_key=1",
+    )
     assert run.code == 2 and "verl rejects the config" in run.err and len(run.err.strip().splitlines()) == 1
     assert "launching" not in run.out  # checked before anything starts
     assert "multi_turn.format=qwen3_coder" in (tmp_path / "r" / "command.sh").read_text()  # Qwen3.5 -> XML tool calls
@@ -158,8 +194,18 @@ def test_verl_rejects_a_wrong_override_in_one_line(dry_run: list[str], tasks: Pa
 
 @needs_verl
 def test_an_override_of_the_wrong_type_names_the_key_and_the_type(tasks: Path, tmp_path: Path) -> None:
-    run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"),
-                    "--dry-run", "--", "actor_rollout_ref.rollout.n=abc")  # fmt: skip
+    run = run_trade(
+        "train",
+        "--model",
+        "Qwen/Qwen3-4B",
+        "--tasks",
+        str(tasks),
+        "--run-dir",
+        str(tmp_path / "r"),
+        "--dry-run",
+        "--",
+        "actor_rollout_ref.rollout.n=abc",
+    )
     expected = "actor_rollout_ref.rollout.n=abc: expected an int (verl's default: 1)"
     assert run.code == 2 and run.err.strip() == f"error: verl rejects the config: TypeError: {expected}"
 
@@ -189,8 +235,17 @@ def test_a_model_folder_that_is_not_there_fails_before_anything_is_written(tasks
         ("./Qwen3-4B", "does not exist"),
         ("Qwen3-4B", "does not exist"),
     ]:
-        run = run_trade("train", "--model", model, "--tasks", str(tasks), "--run-dir", str(tmp_path / "run"),
-                        "--dry-run", cwd=tmp_path)  # fmt: skip
+        run = run_trade(
+            "train",
+            "--model",
+            model,
+            "--tasks",
+            str(tasks),
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--dry-run",
+            cwd=tmp_path,
+        )
         assert run.code == 2 and run.err.strip() == f"error: model folder {model} {problem} {hint}", run.err
     assert not (tmp_path / "run").exists()
 
@@ -206,8 +261,9 @@ def test_a_relative_model_folder_reaches_verl_as_an_absolute_path(tasks: Path, t
 
 @pytest.mark.skipif(importlib.util.find_spec("verl") is not None, reason="checks the light install, without verl")
 def test_dry_run_without_verl_writes_the_plan_and_says_what_to_install(tasks: Path, tmp_path: Path) -> None:
-    run = run_trade("train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"),
-                    "--dry-run")  # fmt: skip
+    run = run_trade(
+        "train", "--model", "Qwen/Qwen3-4B", "--tasks", str(tasks), "--run-dir", str(tmp_path / "r"), "--dry-run"
+    )
     assert run.code == 2 and run.err.strip().startswith("error: verl is not installed here")
     assert run.err.strip().endswith("pip install 'trade-train[verl]')")  # a CPU check: no GPU or NPU extra
     assert "trade_train.verl_grpo.main" in run.out and (tmp_path / "r" / "tools.yaml").is_file()
@@ -224,10 +280,25 @@ def test_a_real_launch_reaches_verls_trainer_with_the_trading_metrics(tasks: Pat
 
     model = build_tiny_model(tmp_path / "tiny")
     trade = str(Path(sys.executable).with_name("trade"))
-    command = [trade, "train", "--model", str(model), "--tasks", str(tasks), "--device", "gpu",
-               "--gpus-per-node", "1", "--run-dir", str(tmp_path / "run"), "--", "trainer.device=cpu"]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True, cwd=tmp_path)  # fmt: skip
+    command = [
+        trade,
+        "train",
+        "--model",
+        str(model),
+        "--tasks",
+        str(tasks),
+        "--device",
+        "gpu",
+        "--gpus-per-node",
+        "1",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--",
+        "trainer.device=cpu",
+    ]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=tmp_path
+    )
     deadline = time.monotonic() + 300
     seen = []
     try:

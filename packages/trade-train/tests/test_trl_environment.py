@@ -65,8 +65,10 @@ TRADING = [
 
 def scripted(record: TaskRecord, replies: list) -> list:
     pool = record.task.pool[0]
-    return [[(n, {k: (pool if v == "POOL0" else [pool] if v == ["POOL0"] else v) for k, v in a.items()}) for n, a in r]
-            for r in replies]  # fmt: skip
+    return [
+        [(n, {k: (pool if v == "POOL0" else [pool] if v == ["POOL0"] else v) for k, v in a.items()}) for n, a in r]
+        for r in replies
+    ]
 
 
 @pytest.mark.parametrize(

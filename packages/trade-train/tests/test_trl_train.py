@@ -19,9 +19,25 @@ HUB_MODEL = "Qwen/Qwen3-0.6B"  # a hub id: a dry run plans it without fetching a
 @pytest.mark.parametrize("device", ["gpu", "cpu"])
 def test_a_dry_run_writes_the_plan(device: str, tasks: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    run = run_trade("train", "--trainer", "trl-grpo", "--model", HUB_MODEL, "--tasks", str(tasks), "--device", device,
-                    "--run-dir", str(run_dir), "--reward", "continuous", "--dry-run", "--", "steps=3",
-                    "num_generations=2")  # fmt: skip
+    run = run_trade(
+        "train",
+        "--trainer",
+        "trl-grpo",
+        "--model",
+        HUB_MODEL,
+        "--tasks",
+        str(tasks),
+        "--device",
+        device,
+        "--run-dir",
+        str(run_dir),
+        "--reward",
+        "continuous",
+        "--dry-run",
+        "--",
+        "steps=3",
+        "num_generations=2",
+    )
     assert run.code == 0, run.err
     assert "trade_train.trl_grpo.run run.json" in run.out
     assert f"trl-grpo on {device}: 3 steps of 2 task(s) x 2" in run.out
@@ -32,8 +48,18 @@ def test_a_dry_run_writes_the_plan(device: str, tasks: Path, tmp_path: Path) -> 
 
 
 def test_wrong_settings_are_one_line_before_anything_is_written(tasks: Path, tmp_path: Path) -> None:
-    base = ["train", "--trainer", "trl-grpo", "--model", HUB_MODEL, "--tasks", str(tasks), "--dry-run",
-            "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    base = [
+        "train",
+        "--trainer",
+        "trl-grpo",
+        "--model",
+        HUB_MODEL,
+        "--tasks",
+        str(tasks),
+        "--dry-run",
+        "--run-dir",
+        str(tmp_path / "run"),
+    ]
     for args, expected in [
         (["--device", "gpu", "--", "stepz=3"], "bad trl-grpo setting: stepz: Extra inputs are not permitted"),
         (["--device", "gpu", "--", "batch_size=6"], "batch_size=6 is not a multiple of num_generations=4"),
@@ -52,12 +78,20 @@ def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(tasks: Path, real_
 
     model = tmp_path / "tiny"
     # Enough fine-tuning that some first replies are well-formed calls (~1-2 min alone on 2 cores; slower when shared)
-    built = run_trade("model", "tiny", "--out", str(model), "--sft-steps", "150", "--data", str(real_dataset),
-                      timeout=1800)  # fmt: skip
+    built = run_trade(
+        "model", "tiny", "--out", str(model), "--sft-steps", "150", "--data", str(real_dataset), timeout=1800
+    )
     assert built.code == 0, built.err
     run_dir = tmp_path / "run"
-    config = RunConfig(model=str(model), tasks=tasks, data=real_dataset, reward="bucketed", device="cpu",
-                       run_dir=run_dir, grpo=GRPOSettings(steps=2))  # fmt: skip
+    config = RunConfig(
+        model=str(model),
+        tasks=tasks,
+        data=real_dataset,
+        reward="bucketed",
+        device="cpu",
+        run_dir=run_dir,
+        grpo=GRPOSettings(steps=2),
+    )
     started = time.perf_counter()
     out = train(config)
     print(f"2 GRPO steps on CPU: {time.perf_counter() - started:.1f} s")
@@ -75,8 +109,18 @@ def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(tasks: Path, real_
 
 
 def test_verl_grpo_refuses_the_cpu_in_one_line(tasks: Path, tmp_path: Path) -> None:
-    run = run_trade("train", "--model", HUB_MODEL, "--tasks", str(tasks), "--device", "cpu", "--dry-run",
-                    "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    run = run_trade(
+        "train",
+        "--model",
+        HUB_MODEL,
+        "--tasks",
+        str(tasks),
+        "--device",
+        "cpu",
+        "--dry-run",
+        "--run-dir",
+        str(tmp_path / "run"),
+    )
     assert run.code == 2, run.err
     assert "verl-grpo trains on npu or gpu, not cpu (use --trainer trl-grpo on cpu)" in run.err
     assert not (tmp_path / "run").exists()

@@ -17,8 +17,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 
-def inverse_cdf_sample(probs: Any, num_samples: int = 1, replacement: bool = False, *, generator: Any = None,
-                       out: Any = None, _multinomial: Any = None) -> Any:  # fmt: skip
+def inverse_cdf_sample(
+    probs: Any,
+    num_samples: int = 1,
+    replacement: bool = False,
+    *,
+    generator: Any = None,
+    out: Any = None,
+    _multinomial: Any = None,
+) -> Any:
     """``torch.multinomial`` for one draw per row, by inverse CDF: a cumulative sum and a binary search per row
     instead of an exponential variate per vocabulary entry. The same distribution: a token of probability 0 is
     never drawn. ``generator`` may be a sequence of CPU generators, one per row, each drawing its row's uniform

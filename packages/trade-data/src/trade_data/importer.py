@@ -78,9 +78,13 @@ def import_table(
     last = read_calendar(out)[-1]
     for name, end in ending_early(universes, last).items():
         log.warning(
-            "import.universe_ends_early", dataset=str(out), universe=name, ends=f"{end:%Y-%m-%d}",
-            data_ends=f"{last:%Y-%m-%d}", hint=f"import newer intervals with --universe {name}=FILE",
-        )  # fmt: skip
+            "import.universe_ends_early",
+            dataset=str(out),
+            universe=name,
+            ends=f"{end:%Y-%m-%d}",
+            data_ends=f"{last:%Y-%m-%d}",
+            hint=f"import newer intervals with --universe {name}=FILE",
+        )
     log.info("import.done", dataset=str(out), rows=len(table), symbols=table["symbol"].nunique())
     return out
 

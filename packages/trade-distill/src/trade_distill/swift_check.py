@@ -42,9 +42,12 @@ def encoded_lengths(rows_file: Path, model_dir: Path, names: SwiftModel) -> list
 
     processor = get_processor(str(model_dir), model_type=names.model_type)
     template = get_template(
-        processor, template_type=names.template, agent_template=names.agent_template,
-        truncation_strategy="raise", loss_scale=loss_scale(names.template),
-    )  # fmt: skip
+        processor,
+        template_type=names.template,
+        agent_template=names.agent_template,
+        truncation_strategy="raise",
+        loss_scale=loss_scale(names.template),
+    )
     template.set_mode("train")
     try:
         dataset, _ = load_dataset([str(rows_file)], strict=True, load_from_cache_file=False)

@@ -82,8 +82,12 @@ def dataset_problems(dataset: Path | None) -> list[TradeError]:
     if dataset is None:
         return [TradeError("swift-lora needs --dataset FILE", hint="write one with `trade distill export`")]
     if dataset.is_dir():
-        return [TradeError(f"swift-lora trains on a rows file, not the folder {dataset}",
-                           hint="pass --dataset FILE from `trade distill export`")]  # fmt: skip
+        return [
+            TradeError(
+                f"swift-lora trains on a rows file, not the folder {dataset}",
+                hint="pass --dataset FILE from `trade distill export`",
+            )
+        ]
     if not dataset.is_file():
         return [TradeError(f"no dataset file {dataset}", hint="write one with `trade distill export`")]
     rows = 0
@@ -94,8 +98,12 @@ def dataset_problems(dataset: Path | None) -> list[TradeError]:
             try:
                 AgentRow.model_validate_json(line)
             except ValidationError as error:
-                return [TradeError(f"{dataset}:{number}: not an ms-swift agent row ({error_line(error)})",
-                                   hint="write it with `trade distill export`")]  # fmt: skip
+                return [
+                    TradeError(
+                        f"{dataset}:{number}: not an ms-swift agent row ({error_line(error)})",
+                        hint="write it with `trade distill export`",
+                    )
+                ]
             rows += 1
     return [] if rows else [TradeError(f"{dataset} holds no rows", hint="write it with `trade distill export`")]
 
@@ -137,8 +145,9 @@ class SwiftLoRA(Trainer):
         if model.is_dir():
             with contextlib.suppress(TradeError):  # preflight let it through: the user's flags name all three
                 names = swift_model(model)
-                flags.update(model_type=[names.model_type], template=[names.template],
-                             agent_template=[names.agent_template])  # fmt: skip
+                flags.update(
+                    model_type=[names.model_type], template=[names.template], agent_template=[names.agent_template]
+                )
         flags["dataset"] = [str(spec.dataset.resolve())]
         flags.update(TUTORIAL)
         cpu = spec.device == "cpu"  # bf16 on a CPU fails in swift sft ("doesn't support bf16/gpu")

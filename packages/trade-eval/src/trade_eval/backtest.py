@@ -164,9 +164,15 @@ class Backtest:
         dividends = sum((round(account.holdings[s] * view.last_close(s) * (r - 1), 2) for s, r in rights.items()), 0.0)
         cost = {symbol: price / rights.get(symbol, 1.0) for symbol, price in account.cost.items()}
         task = Task(
-            task_id=f"backtest-{date}", date=date, pool=self.day_pool(index), holdings=account.holdings,
-            cost_basis=cost, cash=account.cash + dividends, universe=self.universe, anonymized=self.anonymize,
-        )  # fmt: skip
+            task_id=f"backtest-{date}",
+            date=date,
+            pool=self.day_pool(index),
+            holdings=account.holdings,
+            cost_basis=cost,
+            cash=account.cash + dividends,
+            universe=self.universe,
+            anonymized=self.anonymize,
+        )
         episode = Episode.start(task, self.store, rules=self.rules, settings=self.settings)
         return TradingDay(episode, None if policy.reads_prompt else []), dividends
 
@@ -289,8 +295,9 @@ def versions(policy_dist: str) -> dict[str, str]:
     return found
 
 
-def compare(backtest: Backtest, policy: Policy, settings: RunSettings, records: list[DayRecord],
-            conventions: Conventions) -> dict[str, Any]:  # fmt: skip
+def compare(
+    backtest: Backtest, policy: Policy, settings: RunSettings, records: list[DayRecord], conventions: Conventions
+) -> dict[str, Any]:
     """summary.json: the policy's metrics beside hold, equal-weight, momentum and the CSI300 on the same days
     (the baselines are played here: milliseconds a day)."""
     baselines = {cls.name: cls for cls in BASELINES}
@@ -367,10 +374,15 @@ def run_seeds(
         folder = out / f"seed-{seed}"
         sampling = manifest.sampling.model_copy(update={"seed": seed})
         summaries[seed] = run_backtest(
-            backtest, policy, settings.model_copy(update={"seed": seed}), folder,
-            manifest.model_copy(update={"sampling": sampling}), resume=resume and (folder / MANIFEST).exists(),
-            conventions=conventions, progress=progress,
-        )  # fmt: skip
+            backtest,
+            policy,
+            settings.model_copy(update={"seed": seed}),
+            folder,
+            manifest.model_copy(update={"sampling": sampling}),
+            resume=resume and (folder / MANIFEST).exists(),
+            conventions=conventions,
+            progress=progress,
+        )
     spread = seed_spread(summaries)
     write_json(out / SEEDS, spread)
     return spread

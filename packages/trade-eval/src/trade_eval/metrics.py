@@ -326,8 +326,10 @@ def table_lines(summary: Mapping[str, Any]) -> list[str]:
 def _grid(header: list[str], cells: list[list[str]]) -> list[str]:
     """Fixed-width lines: the first column left-aligned, the others right-aligned."""
     widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
-    return ["  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
-            for row in [header, *cells]]  # fmt: skip
+    return [
+        "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
+        for row in [header, *cells]
+    ]
 
 
 SPREAD_KIND = {"pct": "upct", "count": "num"}

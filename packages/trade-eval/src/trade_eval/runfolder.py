@@ -74,8 +74,11 @@ class DataRef(BaseModel):
     def of(cls, data: Path | str, store: MarketStore) -> DataRef:
         """The dataset at ``data`` as a run records it."""
         meta = store.meta
-        return cls(path=str(Path(data).resolve()), fingerprint=data_fingerprint(store.path),
-                   description=describe_dataset(meta.synthetic, meta.parameters))  # fmt: skip
+        return cls(
+            path=str(Path(data).resolve()),
+            fingerprint=data_fingerprint(store.path),
+            description=describe_dataset(meta.synthetic, meta.parameters),
+        )
 
 
 class Manifest(BaseModel):

@@ -118,16 +118,25 @@ def vllm_command(
     adapter = lora_adapter(model_dir, base)
     model = adapter.base if adapter else model_dir
     argv = [
-        python, "-m", SERVER_MODULE,
-        "--model", str(model),
-        "--served-model-name", f"{name}-base" if adapter else name,
-        "--host", host,
-        "--port", str(port),
-        "--max-model-len", str(max_model_len),
+        python,
+        "-m",
+        SERVER_MODULE,
+        "--model",
+        str(model),
+        "--served-model-name",
+        f"{name}-base" if adapter else name,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(max_model_len),
         "--enable-auto-tool-choice",
-        "--tool-call-parser", parser or tool_parser(model),
-        "--reasoning-parser", REASONING_PARSER,
-    ]  # fmt: skip
+        "--tool-call-parser",
+        parser or tool_parser(model),
+        "--reasoning-parser",
+        REASONING_PARSER,
+    ]
     if adapter:
         argv += ["--enable-lora", "--lora-modules", f"{name}={model_dir}", "--max-lora-rank", str(adapter.rank)]
     return argv + list(CPU_FLAGS) if cpu_build() else argv

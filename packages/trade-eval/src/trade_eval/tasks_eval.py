@@ -123,8 +123,9 @@ class TasksManifest(BaseModel):
     created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
 
     def settings(self) -> dict[str, Any]:
-        fields = self.model_dump(mode="json", exclude={"command", "base_urls", "versions", "created_at",
-                                                       "model_cutoff"})  # fmt: skip
+        fields = self.model_dump(
+            mode="json", exclude={"command", "base_urls", "versions", "created_at", "model_cutoff"}
+        )
         fields["data"].pop("path")
         fields["data"].pop("description", None)  # the fingerprint covers trade.json, which it is read from
         fields["tasks"].pop("path")
@@ -195,8 +196,15 @@ def anonymized(record: TaskRecord, store: MarketStore) -> TaskRecord:
 class TasksEval:
     """The tasks, the dataset and the schemes of one run; plays any policy over them."""
 
-    def __init__(self, store: MarketStore, records: Sequence[TaskRecord], schemes: Sequence[RewardScheme],
-                 samples: int = 1, *, anonymize: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: MarketStore,
+        records: Sequence[TaskRecord],
+        schemes: Sequence[RewardScheme],
+        samples: int = 1,
+        *,
+        anonymize: bool = False,
+    ) -> None:
         """``anonymize``: play plain tasks anonymized, their prompts rendered again with aliases (a folder
         built with ``--anonymize`` already is)."""
         if not schemes:
@@ -215,8 +223,9 @@ class TasksEval:
         pairs = itertools.product(self.records, range(self.samples))
         return [(record, n) for record, n in pairs if (record.task.task_id, n) not in finished]
 
-    async def play(self, policy: Policy, settings: RunSettings, record: TaskRecord, sample: int,
-                   server: str | None) -> tuple[EpisodeRecord, Trajectory]:  # fmt: skip
+    async def play(
+        self, policy: Policy, settings: RunSettings, record: TaskRecord, sample: int, server: str | None
+    ) -> tuple[EpisodeRecord, Trajectory]:
         """Play one task as one episode (sample ``sample`` seeds the sampling apart) and score it."""
         episode = Episode.start(record.task, self.store)
         day = TradingDay(episode, record.prompt if policy.reads_prompt else [])
@@ -261,9 +270,14 @@ class TasksEval:
         )
         return result, trajectory
 
-    async def episodes(self, policy: Policy, settings: RunSettings, pending: Sequence[tuple[TaskRecord, int]],
-                       servers: Sequence[str] = (),
-                       concurrency: int = 64) -> AsyncIterator[tuple[EpisodeRecord, Trajectory]]:  # fmt: skip
+    async def episodes(
+        self,
+        policy: Policy,
+        settings: RunSettings,
+        pending: Sequence[tuple[TaskRecord, int]],
+        servers: Sequence[str] = (),
+        concurrency: int = 64,
+    ) -> AsyncIterator[tuple[EpisodeRecord, Trajectory]]:
         """Play ``pending`` with at most ``concurrency`` in flight; yields each as it finishes."""
         gate, pool = asyncio.Semaphore(concurrency), Servers(servers)
 
@@ -308,8 +322,9 @@ def open_run(out: Path, manifest: TasksManifest, *, resume: bool) -> list[Episod
         try:
             stored = TasksManifest.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValidationError) as error:
-            raise TradeError(f"{out} holds no tasks run to resume ({error_line(error)})",
-                             hint="run without --resume to start it") from None  # fmt: skip
+            raise TradeError(
+                f"{out} holds no tasks run to resume ({error_line(error)})", hint="run without --resume to start it"
+            ) from None
         mine, theirs = manifest.settings(), stored.settings()
         if mine != theirs:
             differ = [key for key in mine if mine[key] != theirs.get(key)]
@@ -333,8 +348,9 @@ INTERVALS = Bootstrap()
 """Stationary bootstrap over T0 days (:class:`Clusters`): tasks of a day, and of neighbouring days, share markets."""
 
 
-def summarize(records: Sequence[EpisodeRecord], schemes: Sequence[str],
-              bootstrap: Bootstrap = INTERVALS) -> dict[str, Any]:  # fmt: skip
+def summarize(
+    records: Sequence[EpisodeRecord], schemes: Sequence[str], bootstrap: Bootstrap = INTERVALS
+) -> dict[str, Any]:
     """summary.json: rewards over the episodes the policy played (a failed one has no reward), the rest over
     every episode. Failure reasons: the first scheme's failure of a played episode, or the server's. The
     rates and mean rewards carry ``<key>_ci``, an interval resampling T0 days in blocks of consecutive days, each
@@ -401,15 +417,27 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     ]
     if summary.get("exploit_share") is not None:
         share = ranged(summary["exploit_share"], summary["exploit_share_ci"], ".1%")
-        lines.insert(-2, f"exploit share {share}: of {show(summary['buys_per_episode'], '.2f')} buys an episode, "
-                     "those of the pool's top stock by the planted signal")  # fmt: skip
+        lines.insert(
+            -2,
+            f"exploit share {share}: of {show(summary['buys_per_episode'], '.2f')} buys an episode, "
+            "those of the pool's top stock by the planted signal",
+        )
     lines += [f"failure {reason}: {count}" for reason, count in summary["failure_reasons"].items()]
     return lines
 
 
-def run_tasks(evaluation: TasksEval, policy: Policy, settings: RunSettings, out: Path, manifest: TasksManifest, *,
-              servers: Sequence[str] = (), concurrency: int = 64, resume: bool = False,
-              progress: bool = True) -> dict[str, Any]:  # fmt: skip
+def run_tasks(
+    evaluation: TasksEval,
+    policy: Policy,
+    settings: RunSettings,
+    out: Path,
+    manifest: TasksManifest,
+    *,
+    servers: Sequence[str] = (),
+    concurrency: int = 64,
+    resume: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Play every (task, sample) not yet in ``out`` and write summary.json; returns it."""
     out = Path(out)
     with writer_lock(out):
@@ -452,8 +480,7 @@ def play_into(
                 if record.status == "done":
                     scores.append(record.rewards[first].score)
                 else:
-                    log.warning("tasks.episode_failed", task=record.task_id, sample=record.sample,
-                                reason=record.reason)  # fmt: skip
+                    log.warning("tasks.episode_failed", task=record.task_id, sample=record.sample, reason=record.reason)
                 bar.set_postfix_str(f"{first} {statistics.fmean(scores):+.3f}" if scores else "")
                 bar.update()
 
@@ -461,9 +488,18 @@ def play_into(
         asyncio.run(play(appender))
 
 
-def new_manifest(evaluation: TasksEval, policy_name: str, settings: RunSettings, *, command: list[str],
-                 tasks: Path, split: str, servers: Sequence[str], data: Path,
-                 policy_dist: str = "trade-eval") -> TasksManifest:  # fmt: skip
+def new_manifest(
+    evaluation: TasksEval,
+    policy_name: str,
+    settings: RunSettings,
+    *,
+    command: list[str],
+    tasks: Path,
+    split: str,
+    servers: Sequence[str],
+    data: Path,
+    policy_dist: str = "trade-eval",
+) -> TasksManifest:
     return TasksManifest(
         command=command,
         policy=policy_name,

@@ -160,8 +160,9 @@ class Clusters:
     def _sums(self, values: Sequence[float] | np.ndarray) -> np.ndarray:
         return np.bincount(self.which, weights=np.asarray(values, dtype=float), minlength=len(self.days))
 
-    def ratio(self, numerator: Sequence[float] | np.ndarray,
-              denominator: Sequence[float] | np.ndarray) -> list[float] | None:  # fmt: skip
+    def ratio(
+        self, numerator: Sequence[float] | np.ndarray, denominator: Sequence[float] | np.ndarray
+    ) -> list[float] | None:
         """The interval of sum(numerator) / sum(denominator) (None under two days)."""
         if self.picks is None:
             return None

@@ -36,9 +36,30 @@ BINARY = frozenset(
     {"Add", "Sub", "Mul", "Div", "Power", "Greater", "Less", "And", "Or", "Gt", "Ge", "Lt", "Le", "Eq", "Ne"}
 )
 WINDOWED = frozenset(
-    {"Ref", "Mean", "Sum", "Std", "Var", "Skew", "Kurt", "Max", "Min", "Med", "Mad", "Slope", "Rsquare", "Resi",
-     "Rank", "Count", "EMA", "WMA", "Delta", "IdxMax", "IdxMin"}
-)  # fmt: skip
+    {
+        "Ref",
+        "Mean",
+        "Sum",
+        "Std",
+        "Var",
+        "Skew",
+        "Kurt",
+        "Max",
+        "Min",
+        "Med",
+        "Mad",
+        "Slope",
+        "Rsquare",
+        "Resi",
+        "Rank",
+        "Count",
+        "EMA",
+        "WMA",
+        "Delta",
+        "IdxMax",
+        "IdxMin",
+    }
+)
 PAIR_WINDOWED = frozenset({"Corr", "Cov"})
 OPERATORS = UNARY | BINARY | WINDOWED | PAIR_WINDOWED | {"Quantile", "If"}
 COMPARISONS = frozenset({"Gt", "Ge", "Lt", "Le", "Eq", "Ne"})
@@ -62,8 +83,15 @@ _ROW_COST = 2  # a field or an element-wise operator, per row
 _READ_COST = 5  # the five fields read for one row
 
 _ALLOWED = re.compile(r"[A-Za-z0-9_$.,()+\-*/<>=!&| ]*")
-_BINOPS = {ast.Add: "Add", ast.Sub: "Sub", ast.Mult: "Mul", ast.Div: "Div", ast.Pow: "Power", ast.BitAnd: "And",
-           ast.BitOr: "Or"}  # fmt: skip
+_BINOPS = {
+    ast.Add: "Add",
+    ast.Sub: "Sub",
+    ast.Mult: "Mul",
+    ast.Div: "Div",
+    ast.Pow: "Power",
+    ast.BitAnd: "And",
+    ast.BitOr: "Or",
+}
 _CMPOPS = {ast.Gt: "Gt", ast.GtE: "Ge", ast.Lt: "Lt", ast.LtE: "Le", ast.Eq: "Eq", ast.NotEq: "Ne"}
 _USAGE = {
     **dict.fromkeys(UNARY, "{}(x)"),

@@ -55,8 +55,9 @@ def _compute(frame: pd.DataFrame) -> dict[str, np.ndarray]:
 
 def _table_rows(bars: Bars) -> np.ndarray:
     """Every indicator at every bar, float32 (as the values were always kept: the texts shown stay the same)."""
-    frame = pd.DataFrame({"open": bars.open, "high": bars.high, "low": bars.low, "close": bars.close,
-                          "volume": bars.volume})  # fmt: skip
+    frame = pd.DataFrame(
+        {"open": bars.open, "high": bars.high, "low": bars.low, "close": bars.close, "volume": bars.volume}
+    )
     if frame.empty:
         return np.empty((0, len(INDICATORS)), dtype=np.float32)
     computed = _compute(frame)

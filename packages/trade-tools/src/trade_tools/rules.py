@@ -71,8 +71,9 @@ class ExecutionRules(BaseModel):
             ever: dict[Board, list[float]] = {}
             for limit in sorted(self.price_limits, key=lambda entry: entry.since):
                 ever.setdefault(limit.board, []).append(limit.fraction)
-            limits = "，".join(f"{BOARD_NAMES[b]}±{'或±'.join(f'{f * 100:g}%' for f in dict.fromkeys(fs))}"
-                              for b, fs in ever.items())  # fmt: skip
+            limits = "，".join(
+                f"{BOARD_NAMES[b]}±{'或±'.join(f'{f * 100:g}%' for f in dict.fromkeys(fs))}" for b, fs in ever.items()
+            )
             stamp = "或".join(f"{rate:.2%}" for rate in dict.fromkeys(rate for _, rate in sorted(self.stamp_duty)))
             stamp += "（以T0适用者为准）"
             lots = (

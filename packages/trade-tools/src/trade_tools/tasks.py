@@ -137,6 +137,11 @@ def day_task(
     if holdings is None:
         holdings, cost, cash = draw_portfolio(view, pool, rng, cash)
     return Task(
-        task_id=f"{view.date}-{seed}", date=view.date, pool=pool, holdings=holdings, cost_basis=cost, cash=cash,
+        task_id=f"{view.date}-{seed}",
+        date=view.date,
+        pool=pool,
+        holdings=holdings,
+        cost_basis=cost,
+        cash=cash,
         universe=universe,
-    )  # fmt: skip
+    )

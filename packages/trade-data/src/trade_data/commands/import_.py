@@ -47,8 +47,13 @@ def import_command(
     from trade_data.info import dataset_info
 
     import_table(
-        source, out, calendar_file=calendar_file, universe_files=_parse_universes(universes),
-        allow_revisions=allow_revisions, allow_drop=allow_drop, progress=True,
-    )  # fmt: skip
+        source,
+        out,
+        calendar_file=calendar_file,
+        universe_files=_parse_universes(universes),
+        allow_revisions=allow_revisions,
+        allow_drop=allow_drop,
+        progress=True,
+    )
     precompute(out)
     click.echo(dataset_info(out).to_text())

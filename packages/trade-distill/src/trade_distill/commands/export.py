@@ -24,18 +24,39 @@ OVER_LENGTH = {
 
 @click.command("export")
 @click.argument("sources", metavar="RUN_DIR_OR_FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), default=Path("data/swift_train.jsonl"), show_default=True,
-              help="ms-swift agent rows, one JSON per line, in input order.")  # fmt: skip
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("data/swift_train.jsonl"),
+    show_default=True,
+    help="ms-swift agent rows, one JSON per line, in input order.",
+)
 @click.option("--strip-thinking", is_flag=True, help="Leave the reasoning out (default: inline as <think>...</think>).")
-@click.option("--model", type=click.Path(path_type=Path, file_okay=False),
-              help="Check every row with ms-swift's encoding for this model folder (the model to train).")  # fmt: skip
-@click.option("--template", type=click.Choice(AGENT_TEMPLATES),
-              help="Agent template of the check (default: the model's; Qwen3 hermes, Qwen3.5 qwen3_5).")  # fmt: skip
+@click.option(
+    "--model",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Check every row with ms-swift's encoding for this model folder (the model to train).",
+)
+@click.option(
+    "--template",
+    type=click.Choice(AGENT_TEMPLATES),
+    help="Agent template of the check (default: the model's; Qwen3 hermes, Qwen3.5 qwen3_5).",
+)
 @click.option("--max-length", type=click.IntRange(min=1), help=f"Tokens a row may have (default {MAX_LENGTH}).")
-@click.option("--over-length", type=click.Choice(list(OVER_LENGTH)),
-              help="Rows over --max-length: error (default), drop them here, or keep them.")  # fmt: skip
-def export_command(sources: tuple[Path, ...], out: Path, strip_thinking: bool, model: Path | None, template: str | None,
-                   max_length: int | None, over_length: str | None) -> None:  # fmt: skip
+@click.option(
+    "--over-length",
+    type=click.Choice(list(OVER_LENGTH)),
+    help="Rows over --max-length: error (default), drop them here, or keep them.",
+)
+def export_command(
+    sources: tuple[Path, ...],
+    out: Path,
+    strip_thinking: bool,
+    model: Path | None,
+    template: str | None,
+    max_length: int | None,
+    over_length: str | None,
+) -> None:
     """Write the trajectories of RUN_DIR_OR_FILE... (filtered first: `trade distill filter`) as ms-swift agent rows.
 
     \b

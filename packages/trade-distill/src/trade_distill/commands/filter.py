@@ -11,10 +11,20 @@ from trade_core.params import settings_from
 
 @click.command("filter")
 @click.argument("sources", metavar="RUN_DIR_OR_FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), default=Path("data/synth_filtered.jsonl"), show_default=True,
-              help="The kept trajectories, one JSON per line, in input order.")  # fmt: skip
-@click.option("--rule", "rules", multiple=True, metavar="NAME",
-              help="A filter to apply, in the order given (repeatable). Default: the built-in rules.")  # fmt: skip
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("data/synth_filtered.jsonl"),
+    show_default=True,
+    help="The kept trajectories, one JSON per line, in input order.",
+)
+@click.option(
+    "--rule",
+    "rules",
+    multiple=True,
+    metavar="NAME",
+    help="A filter to apply, in the order given (repeatable). Default: the built-in rules.",
+)
 @click.option(
     "--set", "pairs", multiple=True, metavar="RULE.KEY=VALUE", help="A rule's option, e.g. nav-return.threshold=0.01."
 )

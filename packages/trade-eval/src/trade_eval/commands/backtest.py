@@ -126,13 +126,35 @@ def run_label(policy: str, model: str, anonymized: bool) -> str:
     help="Trading days per year for annualised figures [252; 238 with --convention qlib].",
 )
 @click.option("--risk-free", default=0.0, show_default=True, type=float, help="Annual risk-free rate for Sharpe.")
-def backtest_command(policy_name: str, base_url: str | None, model: str, api_key: str, temperature: float,
-                     top_p: float | None, max_tokens: int | None, request_timeout: float, retries: int, data: Path,
-                     start_date: dt.date, num_days: int, initial_cash: float, pool_size: int | None,
-                     pool_file: Path | None, universe: str, seed: int, max_turns: int, seeds: int,
-                     pairs: tuple[str, ...], out: Path | None, resume: bool, convention: str,
-                     trading_days: int | None, risk_free: float, model_cutoff: str | None,
-                     anonymize: bool) -> None:  # fmt: skip
+def backtest_command(
+    policy_name: str,
+    base_url: str | None,
+    model: str,
+    api_key: str,
+    temperature: float,
+    top_p: float | None,
+    max_tokens: int | None,
+    request_timeout: float,
+    retries: int,
+    data: Path,
+    start_date: dt.date,
+    num_days: int,
+    initial_cash: float,
+    pool_size: int | None,
+    pool_file: Path | None,
+    universe: str,
+    seed: int,
+    max_turns: int,
+    seeds: int,
+    pairs: tuple[str, ...],
+    out: Path | None,
+    resume: bool,
+    convention: str,
+    trading_days: int | None,
+    risk_free: float,
+    model_cutoff: str | None,
+    anonymize: bool,
+) -> None:
     """Play --num-days trading days from --start-date with one portfolio carried from close to close:
     each day a fresh conversation on the training Episode (same tools, prompts, rules and fills), the
     portfolio of the previous close as its holdings, dividends settled in cash.
@@ -166,31 +188,53 @@ def backtest_command(policy_name: str, base_url: str | None, model: str, api_key
     if pool_size is not None and pool_file is not None:
         raise TradeError("--pool-size and --pool-file exclude each other", hint="pass one of them")
     settings = RunSettings(
-        model=model, base_url=base_url, api_key=api_key, temperature=temperature, top_p=top_p,
-        max_tokens=max_tokens, request_timeout=request_timeout, retries=retries, seed=seed,
+        model=model,
+        base_url=base_url,
+        api_key=api_key,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        request_timeout=request_timeout,
+        retries=retries,
+        seed=seed,
         options=settings_from(pairs, example="backoff=2"),
-    )  # fmt: skip
+    )
     policy.check(settings)
     store = MarketStore.load(data)
     settings = policy.for_data(settings, store)
     backtest = Backtest(
-        store, start_date, num_days, initial_cash=initial_cash, pool_size=pool_size or 20,
-        pool=_pool_file(pool_file) if pool_file else None, universe=universe, seed=seed, max_turns=max_turns,
+        store,
+        start_date,
+        num_days,
+        initial_cash=initial_cash,
+        pool_size=pool_size or 20,
+        pool=_pool_file(pool_file) if pool_file else None,
+        universe=universe,
+        seed=seed,
+        max_turns=max_turns,
         anonymize=anonymize,
-    )  # fmt: skip
+    )
     origin = POLICIES.provided(get_manager())[policy_name].origin
     manifest = new_manifest(
-        backtest, policy_name, settings, command=["trade", *sys.argv[1:]], data=data, pool_file=pool_file,
-        pool_size=pool_size or 20, policy_dist=origin.dist,
-    )  # fmt: skip
+        backtest,
+        policy_name,
+        settings,
+        command=["trade", *sys.argv[1:]],
+        data=data,
+        pool_file=pool_file,
+        pool_size=pool_size or 20,
+        policy_dist=origin.dist,
+    )
     manifest.model_cutoff = model_cutoff
     warn_before_cutoff(model_cutoff, backtest.dates[0])
     out = out or Path("runs") / f"{run_label(policy_name, model, anonymize)}-{start_date}-{num_days}d-seed{seed}"
     conventions = Conventions(convention, trading_days, risk_free)  # type: ignore[arg-type]
     if seeds > 1:
         spread = run_seeds(backtest, policy, settings, out, manifest, seeds, resume=resume, conventions=conventions)
-        click.echo(f"\n{out}: {len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy "
-                   f"{policy_name}, {seeds} seeds (pool drawn with seed {seed}); {out / SEEDS}\n")  # fmt: skip
+        click.echo(
+            f"\n{out}: {len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy "
+            f"{policy_name}, {seeds} seeds (pool drawn with seed {seed}); {out / SEEDS}\n"
+        )
         click.echo("\n".join(spread_lines(spread)))
         failed = spread["rows"][policy_name]["failed_days"]["values"]
         refuse_nothing_played(sum(failed), seeds * len(backtest.dates), "days", out)

@@ -103,19 +103,26 @@ def compare_backtests(run_a: Path, run_b: Path, resamples: int, level: float, se
     common = sorted(returns_a.keys() & returns_b.keys())
     if not common:
         raise TradeError(f"{run_a} and {run_b} share no finished trading day", hint="compare runs over one window")
-    conventions = Conventions(conv.get("convention", "standard"), conv.get("trading_days_per_year"),
-                              conv.get("risk_free", 0.0))  # fmt: skip
+    conventions = Conventions(
+        conv.get("convention", "standard"), conv.get("trading_days_per_year"), conv.get("risk_free", 0.0)
+    )
     bootstrap = Bootstrap(resamples=resamples, level=level, seed=seed)
     a, b = np.array([returns_a[d] for d in common]), np.array([returns_b[d] for d in common])
     results = paired_difference(a, b, conventions, bootstrap)
     shared = f"{len(common)} common days"
     method = f"A minus B; {bootstrap.describe(len(common))}; Sharpe over {conventions.days} d/yr"
     return {
-        "a": str(run_a), "b": str(run_b), "kind": "backtest", "common_days": len(common), "first": common[0],
-        "last": common[-1], "method": method, "metrics": results,
+        "a": str(run_a),
+        "b": str(run_b),
+        "kind": "backtest",
+        "common_days": len(common),
+        "first": common[0],
+        "last": common[-1],
+        "method": method,
+        "metrics": results,
         "verdicts": [verdict(LABELS[k], name_a, name_b, r, shared, level) for k, r in results.items()],
         "header": f"A = {name_a}, B = {name_b}: {shared} {common[0]} .. {common[-1]}",
-    }  # fmt: skip
+    }
 
 
 def compare_tasks(run_a: Path, run_b: Path, resamples: int, level: float, seed: int) -> dict[str, Any]:
@@ -133,21 +140,28 @@ def compare_tasks(run_a: Path, run_b: Path, resamples: int, level: float, seed: 
         raise TradeError(f"{run_a} and {run_b} share no {missing}", hint="compare two runs of one tasks split")
     clusters = Clusters([played_a[p].date for p in pairs], Bootstrap(resamples=resamples, level=level, seed=seed))
     results = {
-        scheme: clusters.difference([played_a[p].rewards[scheme].score for p in pairs],
-                                    [played_b[p].rewards[scheme].score for p in pairs])
+        scheme: clusters.difference(
+            [played_a[p].rewards[scheme].score for p in pairs], [played_b[p].rewards[scheme].score for p in pairs]
+        )
         for scheme in schemes
-    }  # fmt: skip
+    }
     tasks, days = len({task for task, _ in pairs}), len(clusters.days)
     shared = f"{tasks} common tasks on {days} days, {len(pairs)} episodes"
-    method = (f"A minus B of the mean reward over the (task, sample) episodes both runs played; "
-              f"{clusters.describe()}")  # fmt: skip
+    method = f"A minus B of the mean reward over the (task, sample) episodes both runs played; {clusters.describe()}"
     return {
-        "a": str(run_a), "b": str(run_b), "kind": "tasks", "common_tasks": tasks, "common_days": days,
-        "common_episodes": len(pairs), "method": method, "metrics": results,
-        "verdicts": [verdict((f"mean reward ({s})", "{:+.4f}", ""), name_a, name_b, r, shared, level)
-                     for s, r in results.items()],
+        "a": str(run_a),
+        "b": str(run_b),
+        "kind": "tasks",
+        "common_tasks": tasks,
+        "common_days": days,
+        "common_episodes": len(pairs),
+        "method": method,
+        "metrics": results,
+        "verdicts": [
+            verdict((f"mean reward ({s})", "{:+.4f}", ""), name_a, name_b, r, shared, level) for s, r in results.items()
+        ],
         "header": f"A = {name_a}, B = {name_b}: {shared}",
-    }  # fmt: skip
+    }
 
 
 @click.command("compare", short_help="Compare two backtest or two tasks runs, with paired bootstrap intervals.")

@@ -11,10 +11,13 @@ from trade_core.errors import TradeError, error_line
 
 @click.command("dashboard")
 @click.option(
-    "--runs", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("runs"), show_default=True,
+    "--runs",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=Path("runs"),
+    show_default=True,
     help="The folder whose run folders (backtests, tasks runs, plays, training records) are shown; nothing "
     "outside it is served.",
-)  # fmt: skip
+)
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 shows it to your network)."
 )
@@ -28,9 +31,10 @@ from trade_core.errors import TradeError, error_line
 )
 @click.option("--port", default=8501, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
 @click.option(
-    "--data", type=click.Path(exists=True, file_okay=False, path_type=Path),
+    "--data",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="A dataset (trade data import) for 'Play a day'; without it the page can only read runs.",
-)  # fmt: skip
+)
 def dashboard_command(runs: Path, host: str, allow_hosts: tuple[str, ...], port: int, data: Path | None) -> None:
     """Read what the agent did, in the browser: every run under --runs with its headline numbers, a backtest's
     NAV against the baselines and the CSI300, each day's or episode's conversation (reasoning folded, tool calls

@@ -11,34 +11,84 @@ from trade_core.errors import TradeError
 from trade_core.params import settings_from
 from trade_eval.commands.backtest import backtest_command, refuse_nothing_played, run_label
 
-SHARED = ("api_key", "temperature", "top_p", "max_tokens", "request_timeout", "retries", "seed", "pairs",
-          "model_cutoff", "anonymize")  # fmt: skip
+SHARED = (
+    "api_key",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "request_timeout",
+    "retries",
+    "seed",
+    "pairs",
+    "model_cutoff",
+    "anonymize",
+)
 """The server, sampling and memorisation-guard options, the same as `trade eval backtest`'s."""
 
 
 @click.command("tasks", short_help="Evaluate every task of a split as an independent episode, scored as in training.")
-@click.option("--tasks", "tasks_path", required=True, type=click.Path(path_type=Path),
-              help="A `trade data tasks` folder (with --split) or one of its .jsonl files.")  # fmt: skip
+@click.option(
+    "--tasks",
+    "tasks_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="A `trade data tasks` folder (with --split) or one of its .jsonl files.",
+)
 @click.option("--split", help="The folder's split to evaluate (e.g. test).")
-@click.option("--policy", "policy_name", default="llm", show_default=True,
-              help="Policy: llm, hold, equal-weight, momentum, random, or a plugin's.")  # fmt: skip
-@click.option("--base-url", "base_urls", multiple=True,
-              help="OpenAI-compatible server (repeatable: each episode goes to the least busy one).")  # fmt: skip
+@click.option(
+    "--policy",
+    "policy_name",
+    default="llm",
+    show_default=True,
+    help="Policy: llm, hold, equal-weight, momentum, random, or a plugin's.",
+)
+@click.option(
+    "--base-url",
+    "base_urls",
+    multiple=True,
+    help="OpenAI-compatible server (repeatable: each episode goes to the least busy one).",
+)
 @click.option("--model", default="", help="The served model's name (OpenAI `model`); a folder for --policy local.")
 @click.option("--samples", default=1, show_default=True, type=click.IntRange(min=1), help="Episodes per task.")
-@click.option("--concurrency", default=64, show_default=True, type=click.IntRange(min=1),
-              help="Episodes in flight at once.")  # fmt: skip
-@click.option("--scheme", "schemes", multiple=True, default=("bucketed",), show_default=True,
-              help="Reward scheme (repeatable, `trade reward list`); the first fills Trajectory.reward.")  # fmt: skip
+@click.option(
+    "--concurrency", default=64, show_default=True, type=click.IntRange(min=1), help="Episodes in flight at once."
+)
+@click.option(
+    "--scheme",
+    "schemes",
+    multiple=True,
+    default=("bucketed",),
+    show_default=True,
+    help="Reward scheme (repeatable, `trade reward list`); the first fills Trajectory.reward.",
+)
 @click.option("--data", type=click.Path(path_type=Path), help="Dataset folder [the tasks manifest's dataset].")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N tasks.")
 @click.option("--out", type=click.Path(path_type=Path), help="Run folder [runs/tasks-<model>-<split>-x<N>-seed<S>].")
 @click.option("--resume", is_flag=True, help="Skip the (task, sample) pairs --out already holds (same flags).")
-def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_urls: tuple[str, ...], model: str,
-                  samples: int, concurrency: int, schemes: tuple[str, ...], data: Path | None, limit: int | None,
-                  out: Path | None, resume: bool, api_key: str, temperature: float, top_p: float | None,
-                  max_tokens: int | None, request_timeout: float, retries: int, seed: int,
-                  pairs: tuple[str, ...], model_cutoff: str | None, anonymize: bool) -> None:  # fmt: skip
+def tasks_command(
+    tasks_path: Path,
+    split: str | None,
+    policy_name: str,
+    base_urls: tuple[str, ...],
+    model: str,
+    samples: int,
+    concurrency: int,
+    schemes: tuple[str, ...],
+    data: Path | None,
+    limit: int | None,
+    out: Path | None,
+    resume: bool,
+    api_key: str,
+    temperature: float,
+    top_p: float | None,
+    max_tokens: int | None,
+    request_timeout: float,
+    retries: int,
+    seed: int,
+    pairs: tuple[str, ...],
+    model_cutoff: str | None,
+    anonymize: bool,
+) -> None:
     """Play every task of --tasks (each --samples times) as a fresh episode on the training Episode, with the
     task's own prompt, and score it with the task's ground truth through the reward schemes training uses.
 
@@ -67,9 +117,16 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
             hint="pass --base-url URL and --model NAME (`trade eval serve` prints a server command)",
         )
     settings = RunSettings(
-        model=model, api_key=api_key, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-        request_timeout=request_timeout, retries=retries, seed=seed, options=settings_from(pairs, example="backoff=2"),
-    )  # fmt: skip
+        model=model,
+        api_key=api_key,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        request_timeout=request_timeout,
+        retries=retries,
+        seed=seed,
+        options=settings_from(pairs, example="backoff=2"),
+    )
     policy.check(settings)
     chosen = [get_scheme(name) for name in dict.fromkeys(schemes)]
     records, split_name, dataset = load_tasks(tasks_path, split)
@@ -84,15 +141,23 @@ def tasks_command(tasks_path: Path, split: str | None, policy_name: str, base_ur
         policy.check(settings.model_copy(update={"base_url": url}))
     origin = POLICIES.provided(get_manager())[policy_name].origin
     manifest = new_manifest(
-        evaluation, policy_name, settings, command=["trade", *sys.argv[1:]], tasks=tasks_path, split=split_name,
-        servers=servers, data=data, policy_dist=origin.dist,
-    )  # fmt: skip
+        evaluation,
+        policy_name,
+        settings,
+        command=["trade", *sys.argv[1:]],
+        tasks=tasks_path,
+        split=split_name,
+        servers=servers,
+        data=data,
+        policy_dist=origin.dist,
+    )
     manifest.model_cutoff = model_cutoff
     warn_before_cutoff(model_cutoff, min(record.task.date for record in evaluation.records))
     who = run_label(policy_name, model, evaluation.anonymized)
     out = out or Path("runs") / f"tasks-{who}-{split_name}-x{samples}-seed{seed}"
-    summary = run_tasks(evaluation, policy, settings, out, manifest, servers=servers, concurrency=concurrency,
-                        resume=resume)  # fmt: skip
+    summary = run_tasks(
+        evaluation, policy, settings, out, manifest, servers=servers, concurrency=concurrency, resume=resume
+    )
     click.echo(f"\n{out}: {len(evaluation.records)} tasks of {split_name} x {samples} sample(s), policy {policy_name}")
     click.echo("\n".join(summary_lines(summary)))
     refuse_nothing_played(summary["failed"], summary["episodes"], "episodes", out)

@@ -36,14 +36,16 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 """Names a browser on this machine reaches a loopback or all-interfaces bind under."""
 
 _ENV = jinja2.Environment(
-    loader=jinja2.ChoiceLoader([
-        jinja2.PackageLoader("trade_eval.dashboard", "templates"),
-        jinja2.PackageLoader("trade_eval.report", "templates"),
-    ]),
+    loader=jinja2.ChoiceLoader(
+        [
+            jinja2.PackageLoader("trade_eval.dashboard", "templates"),
+            jinja2.PackageLoader("trade_eval.report", "templates"),
+        ]
+    ),
     autoescape=True,
     trim_blocks=True,
     lstrip_blocks=True,
-)  # fmt: skip
+)
 _ENV.filters.update(cny=cny, pct=pct, num=num, count=count, sign=sign, state=state)
 
 
@@ -79,8 +81,12 @@ async def index(request: web.Request) -> web.Response:
 async def run_page(request: web.Request) -> web.Response:
     state = run_of(request)
     if state.run.kind == "training":
-        return page("training.html.j2", run=state.run, steps=views.training_rows(state),
-                    problems=[line.problem for line in state.metrics() if line.problem])  # fmt: skip
+        return page(
+            "training.html.j2",
+            run=state.run,
+            steps=views.training_rows(state),
+            problems=[line.problem for line in state.metrics() if line.problem],
+        )
     show = request.query.get("show", "all")
     reason, symbol = request.query.get("reason", ""), request.query.get("symbol", "")
     manifest = state.manifest()
@@ -95,12 +101,23 @@ async def run_page(request: web.Request) -> web.Response:
     if state.partial(DAYS) or state.partial(EPISODES):
         problems.append("the last line is not finished yet (a run still being written?)")
     return page(
-        "run.html.j2", run=state.run, rows=kept[start : start + views.PAGE], total=len(rows), kept=len(kept),
-        start=start, page_size=views.PAGE, show=show, reason=reason, symbol=symbol, filters=views.FILTERS,
-        reasons=views.reasons(rows), problems=problems, summary=views.summary_view(state) if summary.value else None,
-        manifest=manifest.value or {}, others=[n for n, r in discover(request.app[ROOT]).items()
-                                              if r.kind == state.run.kind and n != state.run.name],
-    )  # fmt: skip
+        "run.html.j2",
+        run=state.run,
+        rows=kept[start : start + views.PAGE],
+        total=len(rows),
+        kept=len(kept),
+        start=start,
+        page_size=views.PAGE,
+        show=show,
+        reason=reason,
+        symbol=symbol,
+        filters=views.FILTERS,
+        reasons=views.reasons(rows),
+        problems=problems,
+        summary=views.summary_view(state) if summary.value else None,
+        manifest=manifest.value or {},
+        others=[n for n, r in discover(request.app[ROOT]).items() if r.kind == state.run.kind and n != state.run.name],
+    )
 
 
 async def day_page(request: web.Request) -> web.Response:
@@ -114,8 +131,15 @@ async def day_page(request: web.Request) -> web.Response:
         trajectory = None
         if record is not None:
             trajectory, problem = state.trajectory(record["trajectory_id"])
-    return page("day.html.j2", run=state.run, n=number(request, "n"), step=step, record=record, problem=problem,
-                day=views.trajectory_view(trajectory) if trajectory else None)  # fmt: skip
+    return page(
+        "day.html.j2",
+        run=state.run,
+        n=number(request, "n"),
+        step=step,
+        record=record,
+        problem=problem,
+        day=views.trajectory_view(trajectory) if trajectory else None,
+    )
 
 
 async def step_page(request: web.Request) -> web.Response:
@@ -152,8 +176,7 @@ async def files_state(request: web.Request) -> web.Response:
 async def play_form(request: web.Request) -> web.Response:
     from trade_eval.policy import POLICIES
 
-    return page("play.html.j2", policies=sorted(POLICIES.all()), can_play=request.app[PLAYS].data is not None,
-                error="")  # fmt: skip
+    return page("play.html.j2", policies=sorted(POLICIES.all()), can_play=request.app[PLAYS].data is not None, error="")
 
 
 def same_site(request: web.Request) -> bool:
@@ -176,8 +199,12 @@ async def play_start(request: web.Request) -> web.Response:
     except ValueError:
         return page("play.html.j2", policies=sorted(POLICIES.all()), can_play=True, error="date: YYYY-MM-DD")
     try:
-        play = request.app[PLAYS].start(date, str(form.get("policy", "hold")), str(form.get("base_url", "")).strip(),
-                                        str(form.get("model", "")).strip())  # fmt: skip
+        play = request.app[PLAYS].start(
+            date,
+            str(form.get("policy", "hold")),
+            str(form.get("base_url", "")).strip(),
+            str(form.get("model", "")).strip(),
+        )
     except TradeError as error:
         return page("play.html.j2", policies=sorted(POLICIES.all()), can_play=True, error=error.one_line())
     raise web.HTTPSeeOther(f"/play/watch?id={play.number}")

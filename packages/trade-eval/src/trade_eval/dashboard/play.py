@@ -66,8 +66,12 @@ class Play:
 
         day = self.watched.day
         messages = list(day.messages) if day is not None else []
-        return {"state": self.state, "error": self.error, "run": self.name,
-                "messages": [message_view(m) for m in messages]}  # fmt: skip
+        return {
+            "state": self.state,
+            "error": self.error,
+            "run": self.name,
+            "messages": [message_view(m) for m in messages],
+        }
 
 
 class Plays:
@@ -114,6 +118,7 @@ class Plays:
         settings = play.watched.for_data(settings, self.store)
         backtest = Backtest(self.store, play.date, 1, pool_size=pool_size)
         command = ["trade", "eval", "dashboard", "play", str(play.date), play.policy]
-        manifest = new_manifest(backtest, play.policy, settings, command=command, data=self.data,
-                                pool_file=None, pool_size=pool_size)  # fmt: skip
+        manifest = new_manifest(
+            backtest, play.policy, settings, command=command, data=self.data, pool_file=None, pool_size=pool_size
+        )
         run_backtest(backtest, play.watched, settings, folder, manifest, progress=False)

@@ -104,18 +104,24 @@ def headline(state: RunState) -> dict[str, Any]:
     manifest, summary = state.manifest(), state.summary()
     settings = manifest.value or {}
     row: dict[str, Any] = {
-        "name": state.run.name, "kind": state.run.kind, "policy": settings.get("policy", ""),
-        "model": settings.get("model", ""), "numbers": [], "finished": summary.value is not None,
+        "name": state.run.name,
+        "kind": state.run.kind,
+        "policy": settings.get("policy", ""),
+        "model": settings.get("model", ""),
+        "numbers": [],
+        "finished": summary.value is not None,
         "problems": [p for p in (manifest.problem, summary.problem) if p],
-    }  # fmt: skip
+    }
     if state.run.kind == "training":
         metrics = [line.value for line in state.metrics() if line.value]
         steps = state.steps()
         row["count"] = f"{max(len(metrics), len(steps))} steps"
         if metrics:
             last = metrics[-1]
-            row["numbers"] = [("reward", _num(last.get("trade/reward/score/mean"))),
-                              ("stop rate", pct(last.get("trade/stop_rate"), signed=False))]  # fmt: skip
+            row["numbers"] = [
+                ("reward", _num(last.get("trade/reward/score/mean"))),
+                ("stop rate", pct(last.get("trade/stop_rate"), signed=False)),
+            ]
         return row
     lines = state.records()
     values = [line.value for line in lines if line.value]
@@ -161,9 +167,15 @@ def training_rows(state: RunState) -> list[dict[str, Any]]:
     """One row per step: the trainer's metrics line where there is one, else what the step's records say."""
     metrics = {int(v["step"]): v for line in state.metrics() if (v := line.value) and isinstance(v.get("step"), int)}
     steps = state.steps()
-    return [{"step": step, "has_records": step in steps, "derived": step not in metrics,
-             **_step_numbers(metrics[step] if step in metrics else _derived_metrics(step_rows(state, step)))}
-            for step in sorted(set(metrics) | set(steps))]  # fmt: skip
+    return [
+        {
+            "step": step,
+            "has_records": step in steps,
+            "derived": step not in metrics,
+            **_step_numbers(metrics[step] if step in metrics else _derived_metrics(step_rows(state, step))),
+        }
+        for step in sorted(set(metrics) | set(steps))
+    ]
 
 
 def _derived_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -184,18 +196,24 @@ def _derived_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "trade/stop_rate": sum(r["status"] == "stopped" for r in rows) / len(rows),
         "trade/tool_error_rate": sum(r["tool_errors"] or 0 for r in rows) / calls if calls else 0.0,
         "trade/zero_variance_groups": sum(max(g) - min(g) <= 1e-12 for g in groups.values()) / len(groups)
-        if groups else None,
-    }  # fmt: skip
+        if groups
+        else None,
+    }
 
 
 def _step_numbers(metrics: dict[str, Any]) -> dict[str, Any]:
-    parts = {k.removeprefix("trade/reward/").removesuffix("/mean"): v for k, v in metrics.items()
-             if k.startswith("trade/reward/")}  # fmt: skip
+    parts = {
+        k.removeprefix("trade/reward/").removesuffix("/mean"): v
+        for k, v in metrics.items()
+        if k.startswith("trade/reward/")
+    }
     return {
-        "rewards": parts, "trajectories": metrics.get("trade/trajectories"),
-        "stop_rate": metrics.get("trade/stop_rate"), "tool_error_rate": metrics.get("trade/tool_error_rate"),
+        "rewards": parts,
+        "trajectories": metrics.get("trade/trajectories"),
+        "stop_rate": metrics.get("trade/stop_rate"),
+        "tool_error_rate": metrics.get("trade/tool_error_rate"),
         "zero_variance": metrics.get("trade/zero_variance_groups"),
-    }  # fmt: skip
+    }
 
 
 def step_rows(state: RunState, step: int) -> list[dict[str, Any]]:
@@ -209,10 +227,20 @@ def step_rows(state: RunState, step: int) -> list[dict[str, Any]]:
             rows.append({"n": number, "problem": f"line {number + 1}: not JSON ({error.__class__.__name__})"})
             continue
         episode, reward = value.get("episode") or {}, value.get("reward") or {}
-        rows.append({"n": number, "problem": "", "task_id": value.get("task_id"), "score": reward.get("score"),
-                     "failure": reward.get("failure"), "status": episode.get("status"),
-                     "reason": episode.get("status_reason"), "tool_calls": episode.get("tool_calls"),
-                     "tool_errors": episode.get("tool_errors"), "turns": episode.get("turns")})  # fmt: skip
+        rows.append(
+            {
+                "n": number,
+                "problem": "",
+                "task_id": value.get("task_id"),
+                "score": reward.get("score"),
+                "failure": reward.get("failure"),
+                "status": episode.get("status"),
+                "reason": episode.get("status_reason"),
+                "tool_calls": episode.get("tool_calls"),
+                "tool_errors": episode.get("tool_errors"),
+                "turns": episode.get("turns"),
+            }
+        )
     return rows
 
 
@@ -241,16 +269,23 @@ def trajectory_view(trajectory: Trajectory) -> dict[str, Any]:
         {"symbol": s, "shares": p.shares, "cost": p.cost} for s, p in sorted(episode.positions.items()) if p.shares
     ]
     return {
-        "id": trajectory.id, "task_id": trajectory.task_id, "source": trajectory.source, "step": trajectory.step,
-        "date": str(task.date), "status": episode.status, "status_reason": episode.status_reason,
+        "id": trajectory.id,
+        "task_id": trajectory.task_id,
+        "source": trajectory.source,
+        "step": trajectory.step,
+        "date": str(task.date),
+        "status": episode.status,
+        "status_reason": episode.status_reason,
         **orders_view(episode),
         "before": {"cash": task.cash, "positions": before, "value": episode.value_before},
         "after": {"cash": episode.cash, "positions": after},
         "reward": trajectory.reward.model_dump(mode="json") if trajectory.reward else None,
         "messages": [message_view(m, episode.reveal) for m in trajectory.messages],
-        "anonymized": episode.aliases is not None, "tool_calls": episode.tool_calls,
-        "tool_errors": episode.tool_errors, "turns": episode.turns,
-    }  # fmt: skip
+        "anonymized": episode.aliases is not None,
+        "tool_calls": episode.tool_calls,
+        "tool_errors": episode.tool_errors,
+        "turns": episode.turns,
+    }
 
 
 def side_by_side(a: RunState, b: RunState) -> dict[str, Any]:
@@ -265,8 +300,13 @@ def side_by_side(a: RunState, b: RunState) -> dict[str, Any]:
 
     left, right = keyed(a), keyed(b)
     common = sorted(set(left) & set(right))
-    return {"a": a.run.name, "b": b.run.name, "pairs": [(key, left[key], right[key]) for key in common],
-            "only_a": len(left) - len(common), "only_b": len(right) - len(common)}  # fmt: skip
+    return {
+        "a": a.run.name,
+        "b": b.run.name,
+        "pairs": [(key, left[key], right[key]) for key in common],
+        "only_a": len(left) - len(common),
+        "only_b": len(right) - len(common),
+    }
 
 
 def _pair_key(row: dict[str, Any]) -> str:

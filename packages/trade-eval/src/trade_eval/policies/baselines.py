@@ -106,9 +106,15 @@ def _fill(
         if episode.shares_for(side, symbol, episode.units_for(symbol, amount)) == amount:
             try:
                 return plan_order(
-                    side, symbol, amount, view=episode.view, cash=cash, positions=positions, rules=rules,
+                    side,
+                    symbol,
+                    amount,
+                    view=episode.view,
+                    cash=cash,
+                    positions=positions,
+                    rules=rules,
                     value_before=episode.value_before,
-                )  # fmt: skip
+                )
             except Refused:
                 if side == "sell":
                     return None

@@ -298,10 +298,16 @@ def chart_lines(runs: list[Run]) -> tuple[list[Line], list[str]]:
     if len(navs) == 1:
         return [line for line, _ in kept], dates
     return [
-        replace(line, label=f"{owners[0]} ({line.label})" if line.kind == "policy" else
-                line.label if len(set(owners)) == len(navs) else f"{line.label} ({', '.join(owners)})")
+        replace(
+            line,
+            label=f"{owners[0]} ({line.label})"
+            if line.kind == "policy"
+            else line.label
+            if len(set(owners)) == len(navs)
+            else f"{line.label} ({', '.join(owners)})",
+        )
         for line, owners in kept
-    ], dates  # fmt: skip
+    ], dates
 
 
 def render(runs: list[Run], lines: list[Line], dates: list[str], charts: dict[str, bytes]) -> str:

@@ -137,13 +137,15 @@ def play(episode: Episode, actions: list[dict[str, Any]]) -> list[dict[str, Any]
             result = "stop"
         else:
             result = "filled" if record.accepted else "refused"
-        steps.append({
-            "arguments": arguments,
-            "result": result,
-            "reason": record.reason if record is not None else "",
-            "fill": record.fill.model_dump(mode="json") if record is not None and record.fill else None,
-            "answer": answer,
-        })  # fmt: skip
+        steps.append(
+            {
+                "arguments": arguments,
+                "result": result,
+                "reason": record.reason if record is not None else "",
+                "fill": record.fill.model_dump(mode="json") if record is not None and record.fill else None,
+                "answer": answer,
+            }
+        )
     return steps
 
 
@@ -254,16 +256,28 @@ def breakdown(
 
 
 @click.command("explain", short_help="Play scripted actions on a task and show the reward breakdown.")
-@click.option("--task", "task_file", required=True, type=click.Path(path_type=Path),
-              help="A task: a JSON object, or a JSONL file (`trade data tasks`' val.jsonl) with --index.")  # fmt: skip
+@click.option(
+    "--task",
+    "task_file",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="A task: a JSON object, or a JSONL file (`trade data tasks`' val.jsonl) with --index.",
+)
 @click.option("--index", type=int, help="Which line of a JSONL task file (0-based).")
 @click.option("--actions", required=True, help='JSON list of TakeAction arguments, e.g. [{"type": "stop"}].')
 @click.option("--data", required=True, type=click.Path(path_type=Path), help="Dataset folder the orders execute on.")
 @click.option("--scheme", default="bucketed", show_default=True, help="Reward scheme (`trade reward list`).")
 @settings_option
 @click.option("--json", "as_json", is_flag=True, help="Print the breakdown as JSON.")
-def explain_command(task_file: Path, index: int | None, actions: str, data: Path, scheme: str,
-                    assignments: tuple[str, ...], as_json: bool) -> None:  # fmt: skip
+def explain_command(
+    task_file: Path,
+    index: int | None,
+    actions: str,
+    data: Path,
+    scheme: str,
+    assignments: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Run --actions through a real Episode of the task on --data and explain its reward.
 
     Prints the fills and refusals, both portfolios' forward returns, r_new, r_orig, r_outcome, the bucket,

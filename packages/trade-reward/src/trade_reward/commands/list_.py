@@ -23,21 +23,25 @@ def describe_schemes() -> list[dict[str, Any]]:
         settings = []
         for field_name, field in provided.item.Settings.model_fields.items():
             default = field.get_default(call_default_factory=True)
-            settings.append({
-                "name": field_name,
-                "type": _type_name(field.annotation),
-                "default": None if default is PydanticUndefined else to_jsonable_python(default),
-                "required": field.is_required(),
-                "description": field.description or "",
-            })  # fmt: skip
-        entries.append({
-            "name": name,
-            "plugin": provided.origin.name,
-            "distribution": provided.origin.dist,
-            "version": provided.origin.version,
-            "description": provided.item.description,
-            "settings": settings,
-        })  # fmt: skip
+            settings.append(
+                {
+                    "name": field_name,
+                    "type": _type_name(field.annotation),
+                    "default": None if default is PydanticUndefined else to_jsonable_python(default),
+                    "required": field.is_required(),
+                    "description": field.description or "",
+                }
+            )
+        entries.append(
+            {
+                "name": name,
+                "plugin": provided.origin.name,
+                "distribution": provided.origin.dist,
+                "version": provided.origin.version,
+                "description": provided.item.description,
+                "settings": settings,
+            }
+        )
     return entries
 
 

@@ -21,9 +21,19 @@ DEFAULT_SPLIT = "train=2018-01-01:2023-12-31,val=2024-01-01:2024-12-31,test=2025
 @click.option("--tools", metavar="NAME,...", help="The tools every task offers, in order [the default four].")
 @click.option("--prompt-set", help="How every task is put into words (`trade tools list` names the sets) [default].")
 @click.option("--stats", "stats_dir", type=click.Path(path_type=Path), help="Print statistics of a tasks folder.")
-def tasks_command(data: Path | None, universe: str, out: Path | None, pool_size: str, per_day: int, seed: int,
-                  split: str, anonymize: bool, tools: str | None, prompt_set: str | None,
-                  stats_dir: Path | None) -> None:  # fmt: skip
+def tasks_command(
+    data: Path | None,
+    universe: str,
+    out: Path | None,
+    pool_size: str,
+    per_day: int,
+    seed: int,
+    split: str,
+    anonymize: bool,
+    tools: str | None,
+    prompt_set: str | None,
+    stats_dir: Path | None,
+) -> None:
     """One sample per (T0, draw): a pool of universe members with data at T0, initial holdings in whole
     lots (cost basis at the previous close) and cash, the market summary and the rendered prompts.
 
@@ -42,8 +52,16 @@ def tasks_command(data: Path | None, universe: str, out: Path | None, pool_size:
     if data is None or out is None:
         raise click.UsageError("--data and --out are required (or --stats DIR)")
     summary = build_tasks(
-        data, out, universe=universe, pool_size=pool_size, per_day=per_day, seed=seed, split=split,
-        anonymize=anonymize, tools=None if tools is None else [t.strip() for t in tools.split(",") if t.strip()],
-        prompt_set=prompt_set, progress=True,
-    )  # fmt: skip
+        data,
+        out,
+        universe=universe,
+        pool_size=pool_size,
+        per_day=per_day,
+        seed=seed,
+        split=split,
+        anonymize=anonymize,
+        tools=None if tools is None else [t.strip() for t in tools.split(",") if t.strip()],
+        prompt_set=prompt_set,
+        progress=True,
+    )
     click.echo(summary.to_text())

@@ -113,34 +113,47 @@ def _text(report: dict[str, Any]) -> str:
     more = f", ... {len(zero) - MAX_LISTED} more (--json lists all)" if len(zero) > MAX_LISTED else ""
     settings = ", ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in report["settings"].items())
     failures = ", ".join(f"{k} {n}" for k, n in report["failures"].items()) or "none"
-    truth = ", ".join(f"{n} {'stored in the trajectory' if k == 'trajectory' else 'computed from --data'}"
-                      for k, n in sorted(report["ground_truth_from"].items()))  # fmt: skip
-    return "\n".join([
-        f"{report['file']}: {report['trajectories']} trajectories in {report['groups']} groups by {report['by']}",
-        f"scheme: {report['scheme']} ({settings})",
-        f"zero-variance groups: {report['zero_variance_groups']}/{report['groups']} "
-        f"({report['zero_variance_share']:.1%}) have all scores equal",
-        f"group sizes: {sizes}",
-        f"scores: mean {s['mean']:.4g}  std {s['std']:.4g};  {distribution}",
-        f"mean within-group std: {report['mean_group_std']:.4g}",
-        f"failures: {failures}",
-        f"ground truth: {truth}",
-        *([f"zero-variance: {named}{more}"] if zero else []),
-        f"convention: {report['convention']}",
-    ])  # fmt: skip
+    truth = ", ".join(
+        f"{n} {'stored in the trajectory' if k == 'trajectory' else 'computed from --data'}"
+        for k, n in sorted(report["ground_truth_from"].items())
+    )
+    return "\n".join(
+        [
+            f"{report['file']}: {report['trajectories']} trajectories in {report['groups']} groups by {report['by']}",
+            f"scheme: {report['scheme']} ({settings})",
+            f"zero-variance groups: {report['zero_variance_groups']}/{report['groups']} "
+            f"({report['zero_variance_share']:.1%}) have all scores equal",
+            f"group sizes: {sizes}",
+            f"scores: mean {s['mean']:.4g}  std {s['std']:.4g};  {distribution}",
+            f"mean within-group std: {report['mean_group_std']:.4g}",
+            f"failures: {failures}",
+            f"ground truth: {truth}",
+            *([f"zero-variance: {named}{more}"] if zero else []),
+            f"convention: {report['convention']}",
+        ]
+    )
 
 
 @click.command("variance", short_help="Share of GRPO groups whose scores are all equal under a scheme.")
 @click.argument("trajectories", type=click.Path(path_type=Path))
 @click.option("--scheme", default="bucketed", show_default=True, help="Reward scheme (`trade reward list`).")
 @settings_option
-@click.option("--data", type=click.Path(path_type=Path),
-              help="Dataset to compute the ground truth of trajectories whose reward does not store it.")  # fmt: skip
-@click.option("--by", type=click.Choice(["task_id", "date"]), default="task_id", show_default=True,
-              help="Group key: task_id (GRPO's groups) or the task's T0 date.")  # fmt: skip
+@click.option(
+    "--data",
+    type=click.Path(path_type=Path),
+    help="Dataset to compute the ground truth of trajectories whose reward does not store it.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["task_id", "date"]),
+    default="task_id",
+    show_default=True,
+    help="Group key: task_id (GRPO's groups) or the task's T0 date.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics and every group's scores as JSON.")
-def variance_command(trajectories: Path, scheme: str, assignments: tuple[str, ...], data: Path | None, by: str,
-                     as_json: bool) -> None:  # fmt: skip
+def variance_command(
+    trajectories: Path, scheme: str, assignments: tuple[str, ...], data: Path | None, by: str, as_json: bool
+) -> None:
     """Score every trajectory in TRAJECTORIES (JSONL) with --scheme, group them, and report zero variance.
 
     Each trajectory is rescored from its stored Episode and its ground truth (its own, or computed from

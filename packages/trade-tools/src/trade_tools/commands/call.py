@@ -15,8 +15,18 @@ from trade_tools.commands._options import day_options, open_episode
 @click.argument("name")
 @click.option("--args", "arguments", default="{}", show_default=True, help="Arguments as a JSON object.")
 @day_options
-def call_command(name: str, arguments: str, data: Path, day: dt.date, pool: str | None, holdings: str | None,
-                 cash: float, universe: str, seed: int, anonymize: bool) -> None:  # fmt: skip
+def call_command(
+    name: str,
+    arguments: str,
+    data: Path,
+    day: dt.date,
+    pool: str | None,
+    holdings: str | None,
+    cash: float,
+    universe: str,
+    seed: int,
+    anonymize: bool,
+) -> None:
     """Call tool NAME with --args JSON on day --date of --data, as the agent would.
 
     Exit status 1 when the tool answers with an error text.

@@ -35,8 +35,17 @@ def _shorthand(line: str) -> tuple[str, str]:
 @click.command("play", short_help="Trade one day yourself with the agent's tools and prompts.")
 @click.option("--save", type=click.Path(path_type=Path), help="Write the finished day as a trajectory (JSONL).")
 @day_options
-def play_command(save: Path | None, data: Path, day: dt.date, pool: str | None, holdings: str | None,
-                 cash: float, universe: str, seed: int, anonymize: bool) -> None:  # fmt: skip
+def play_command(
+    save: Path | None,
+    data: Path,
+    day: dt.date,
+    pool: str | None,
+    holdings: str | None,
+    cash: float,
+    universe: str,
+    seed: int,
+    anonymize: bool,
+) -> None:
     """An interactive session: read the prompts the model gets, call tools, trade, stop.
 
     Reads commands from stdin (one per line), so it can be scripted; `quit` or the end of input ends the

@@ -25,16 +25,25 @@ def _setting_options(command: Callable[..., None]) -> Callable[..., None]:
         kind = field.annotation
         kind = click.Choice(get_args(kind)) if get_origin(kind) is Literal else kind
         flag, text = f"--{name.replace('_', '-')}", field.description or name
-        command = click.option(flag, name, type=kind, default=field.default, show_default=True,
-                               help=f"{text[:1].upper()}{text[1:]}.")(command)  # fmt: skip
+        command = click.option(
+            flag, name, type=kind, default=field.default, show_default=True, help=f"{text[:1].upper()}{text[1:]}."
+        )(command)
     return command
 
 
 @click.command("quickstart", short_help="The whole loop on one laptop: market, tasks, tiny model, GRPO, eval, report.")
-@click.option("--data", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="A dataset folder (`trade data import`) [the embedded synthetic market].")  # fmt: skip
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("quickstart"),
-              show_default=True, help="Run folder; a rerun into it resumes after the last finished stage.")  # fmt: skip
+@click.option(
+    "--data",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A dataset folder (`trade data import`) [the embedded synthetic market].",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("quickstart"),
+    show_default=True,
+    help="Run folder; a rerun into it resumes after the last finished stage.",
+)
 @_setting_options
 @click.option("--seeds", metavar="S,S,...", help="Run once per seed into OUT/seed-S, then OUT/report.md over them.")
 @click.option("--stop-after", type=click.Choice(STAGE_NAMES), help="Stop after this stage (rerun to go on).")

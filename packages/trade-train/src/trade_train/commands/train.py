@@ -24,8 +24,11 @@ class TrainGroup(click.Group):
 @click.option("--trainer", "trainer_name", default="verl-grpo", show_default=True, help="Trainer plugin to use.")
 @click.option("--model", help="Model folder (HF format) to train, or a hub id ORG/NAME, e.g. /models/Qwen3-4B.")
 @click.option("--tasks", type=click.Path(path_type=Path), help="Folder from `trade data tasks`.")
-@click.option("--dataset", type=click.Path(path_type=Path),
-              help="Rows file for a trainer that reads one, not tasks (swift-lora: trade distill export).")  # fmt: skip
+@click.option(
+    "--dataset",
+    type=click.Path(path_type=Path),
+    help="Rows file for a trainer that reads one, not tasks (swift-lora: trade distill export).",
+)
 @click.option("--data", type=click.Path(path_type=Path), help="Dataset for the tools (default: the tasks' dataset).")
 @click.option(
     "--device",
@@ -35,18 +38,42 @@ class TrainGroup(click.Group):
     help="cpu: the trl-grpo and swift-lora trainers.",
 )
 @click.option("--nodes", default=1, type=click.IntRange(min=1), show_default=True, help="Ray nodes.")
-@click.option("--gpus-per-node", default=8, type=click.IntRange(min=1), show_default=True,
-              help="Cards per node (Atlas A3: 16 dies).")  # fmt: skip
+@click.option(
+    "--gpus-per-node",
+    default=8,
+    type=click.IntRange(min=1),
+    show_default=True,
+    help="Cards per node (Atlas A3: 16 dies).",
+)
 @click.option("--reward", default="bucketed", show_default=True, help="Reward scheme (`trade reward list`).")
 @click.option("--run-dir", type=click.Path(path_type=Path), help="Run folder (default runs/<timestamp>).")
-@click.option("--logger", "loggers", multiple=True, default=("console",), show_default=True,
-              help="verl trainer.logger entries, repeatable (console, swanlab, tensorboard, wandb).")  # fmt: skip
+@click.option(
+    "--logger",
+    "loggers",
+    multiple=True,
+    default=("console",),
+    show_default=True,
+    help="verl trainer.logger entries, repeatable (console, swanlab, tensorboard, wandb).",
+)
 @click.option("--tool-format", help="verl multi_turn.format (default: hermes for Qwen3, qwen3_coder for Qwen3.5).")
 @click.option("--dry-run", is_flag=True, help="Write the run folder, print the command, validate with verl; no launch.")
 @click.pass_context
-def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks: Path | None, dataset: Path | None,
-                data: Path | None, device: str, nodes: int, gpus_per_node: int, reward: str, run_dir: Path | None,
-                loggers: tuple[str, ...], tool_format: str | None, dry_run: bool) -> None:  # fmt: skip
+def train_group(
+    ctx: click.Context,
+    trainer_name: str,
+    model: str | None,
+    tasks: Path | None,
+    dataset: Path | None,
+    data: Path | None,
+    device: str,
+    nodes: int,
+    gpus_per_node: int,
+    reward: str,
+    run_dir: Path | None,
+    loggers: tuple[str, ...],
+    tool_format: str | None,
+    dry_run: bool,
+) -> None:
     """Train the trading agent; everything after `--` goes to the trainer (Hydra overrides for verl-grpo, KEY=VALUE
     settings for trl-grpo, `swift sft` flags for swift-lora).
 
@@ -66,10 +93,19 @@ def train_group(ctx: click.Context, trainer_name: str, model: str | None, tasks:
     if tasks and dataset:
         raise TradeError("--tasks and --dataset are two kinds of training data", hint="pass the one your trainer reads")
     spec = TrainSpec(  # the trainer's preflight says which of tasks and dataset it needs
-        model=model, tasks=tasks, dataset=dataset, data=data, device=device, nodes=nodes, gpus_per_node=gpus_per_node,
-        reward=reward, run_dir=run_dir or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S"), logger=loggers,
-        tool_format=tool_format, overrides=ctx.meta.get("trade.overrides", ()),
-    )  # fmt: skip
+        model=model,
+        tasks=tasks,
+        dataset=dataset,
+        data=data,
+        device=device,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        reward=reward,
+        run_dir=run_dir or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S"),
+        logger=loggers,
+        tool_format=tool_format,
+        overrides=ctx.meta.get("trade.overrides", ()),
+    )
     trainer = TRAINERS.get(trainer_name)
     problems = trainer.preflight(spec, launch=not dry_run)  # all of them, before anything is written or started
     if problems:

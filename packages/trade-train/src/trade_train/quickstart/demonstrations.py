@@ -74,9 +74,15 @@ def _fills(episode: Episode, symbol: str) -> bool:
         return False
     try:
         plan_order(
-            "buy", symbol, SIGNAL_BUY_SHARES, view=episode.view, cash=episode.cash, positions=episode.positions,
-            rules=episode.rules, value_before=episode.value_before,
-        )  # fmt: skip
+            "buy",
+            symbol,
+            SIGNAL_BUY_SHARES,
+            view=episode.view,
+            cash=episode.cash,
+            positions=episode.positions,
+            rules=episode.rules,
+            value_before=episode.value_before,
+        )
     except Refused:
         return False
     return True

@@ -57,9 +57,11 @@ def step_chart(steps: list[dict[str, float]]) -> bytes:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(10, 6.5), dpi=110, layout="constrained")
-    panels = (("trade/reward/score/mean", "mean rollout reward", None),
-              ("trade/exploit_share", "exploit share (buys of the signal's top stock)", (0, 1)),
-              ("trade/zero_variance_groups", "groups without a reward difference", (0, 1)))  # fmt: skip
+    panels = (
+        ("trade/reward/score/mean", "mean rollout reward", None),
+        ("trade/exploit_share", "exploit share (buys of the signal's top stock)", (0, 1)),
+        ("trade/zero_variance_groups", "groups without a reward difference", (0, 1)),
+    )
     for row, (key, title, limits) in enumerate(panels, start=1):
         axes = figure.add_subplot(len(panels), 1, row)
         points = [(step["step"], step[key]) for step in steps if key in step]

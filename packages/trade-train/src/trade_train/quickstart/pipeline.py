@@ -62,11 +62,21 @@ def tasks(ctx: Context) -> dict[str, Any]:
     data = Path(ctx.results["market"]["data"])
     spec = split_spec(MarketStore.load(data), ctx.settings.days)
     summary = build_tasks(
-        data, ctx.folder("tasks"), split=spec, universe=ctx.settings.universe, pool_size=ctx.settings.pool_size,
-        seed=ctx.settings.seed, tools=ctx.settings.tools.split(","), prompt_set=ctx.settings.prompt_set, progress=True,
-    )  # fmt: skip
-    return {"tasks": str(ctx.folder("tasks").resolve()), "split": spec,
-            "counts": {s.name: s.tasks for s in summary.manifest.splits}}  # fmt: skip
+        data,
+        ctx.folder("tasks"),
+        split=spec,
+        universe=ctx.settings.universe,
+        pool_size=ctx.settings.pool_size,
+        seed=ctx.settings.seed,
+        tools=ctx.settings.tools.split(","),
+        prompt_set=ctx.settings.prompt_set,
+        progress=True,
+    )
+    return {
+        "tasks": str(ctx.folder("tasks").resolve()),
+        "split": spec,
+        "counts": {s.name: s.tasks for s in summary.manifest.splits},
+    }
 
 
 def model(ctx: Context) -> dict[str, Any]:
@@ -96,8 +106,12 @@ def model(ctx: Context) -> dict[str, Any]:
             bar.update()
 
         report = tune_on(folder, demos, ctx.settings.sft_steps, seed=ctx.settings.seed, progress=advance)
-    return {"model": str(folder.resolve()), "demonstrations": report.demonstrations,
-            "first_loss": report.first_loss, "last_loss": report.last_loss}  # fmt: skip
+    return {
+        "model": str(folder.resolve()),
+        "demonstrations": report.demonstrations,
+        "first_loss": report.first_loss,
+        "last_loss": report.last_loss,
+    }
 
 
 def grpo(ctx: Context) -> dict[str, Any]:
@@ -106,13 +120,23 @@ def grpo(ctx: Context) -> dict[str, Any]:
 
     s = ctx.settings
     config = RunConfig(
-        model=ctx.results["model"]["model"], tasks=Path(ctx.results["tasks"]["tasks"]),
-        data=Path(ctx.results["market"]["data"]), reward=s.reward, device=s.device,
+        model=ctx.results["model"]["model"],
+        tasks=Path(ctx.results["tasks"]["tasks"]),
+        data=Path(ctx.results["market"]["data"]),
+        reward=s.reward,
+        device=s.device,
         run_dir=ctx.folder("grpo").resolve(),
-        grpo=GRPOSettings(steps=s.steps, num_generations=s.group, batch_size=s.group * s.tasks_per_step,
-                          temperature=s.temperature, max_completion_length=s.rollout_tokens,
-                          learning_rate=s.learning_rate, lr_scheduler="constant", seed=s.seed),
-    )  # fmt: skip
+        grpo=GRPOSettings(
+            steps=s.steps,
+            num_generations=s.group,
+            batch_size=s.group * s.tasks_per_step,
+            temperature=s.temperature,
+            max_completion_length=s.rollout_tokens,
+            learning_rate=s.learning_rate,
+            lr_scheduler="constant",
+            seed=s.seed,
+        ),
+    )
     atomic_write(config.run_dir / CONFIG, config.model_dump_json(indent=2) + "\n")
     return {"model": str(train(config)), "run_dir": str(config.run_dir)}
 
@@ -124,8 +148,13 @@ def _local(ctx: Context, side: str, store: MarketStore) -> tuple[str, Any]:
     s = ctx.settings
     if side in SIDES:
         folder = ctx.results["grpo" if side == "trained" else "model"]["model"]
-        settings = RunSettings(model=folder, temperature=s.temperature, max_tokens=s.max_tokens, seed=s.seed,
-                               options={"device": "cuda" if s.device == "gpu" else "cpu"})  # fmt: skip
+        settings = RunSettings(
+            model=folder,
+            temperature=s.temperature,
+            max_tokens=s.max_tokens,
+            seed=s.seed,
+            options={"device": "cuda" if s.device == "gpu" else "cpu"},
+        )
         return "local", (POLICIES.get("local"), settings)
     policy = POLICIES.get(side)
     return side, (policy, policy.for_data(RunSettings(seed=s.seed), store))
@@ -156,8 +185,16 @@ def evaluate(ctx: Context) -> dict[str, Any]:
         policy.check(settings)
         # a model samples each task several times; the rules are deterministic (random draws from seed and day)
         evaluation = TasksEval(store, records, [get_scheme(s.reward)], s.samples if side in SIDES else 1)
-        manifest = new_manifest(evaluation, name, settings, command=[*COMMAND, "evaluate", side],
-                                tasks=folder, split=split, servers=[], data=data)  # fmt: skip
+        manifest = new_manifest(
+            evaluation,
+            name,
+            settings,
+            command=[*COMMAND, "evaluate", side],
+            tasks=folder,
+            split=split,
+            servers=[],
+            data=data,
+        )
         summaries[side] = run_tasks(evaluation, policy, settings, ctx.folder("evaluate") / side, manifest)
     out = ctx.folder("evaluate")
     compared = compare_tasks(out / "trained", out / "untrained", 2000, 0.95, ctx.settings.seed)
@@ -175,13 +212,26 @@ def backtest(ctx: Context) -> dict[str, Any]:
     data = Path(ctx.results["market"]["data"])
     store = MarketStore.load(data)
     test = read_records(Path(ctx.results["tasks"]["tasks"]), "test")
-    plan = Backtest(store, test[0].task.date, len({r.task.date for r in test}), pool_size=BACKTEST_POOL,
-                    universe=ctx.settings.universe, seed=ctx.settings.seed)  # fmt: skip
+    plan = Backtest(
+        store,
+        test[0].task.date,
+        len({r.task.date for r in test}),
+        pool_size=BACKTEST_POOL,
+        universe=ctx.settings.universe,
+        seed=ctx.settings.seed,
+    )
     summaries = {}
     for side in SIDES:
         name, (policy, settings) = _local(ctx, side, store)
-        manifest = new_manifest(plan, name, settings, command=[*COMMAND, "backtest", side], data=data,
-                                pool_file=None, pool_size=BACKTEST_POOL)  # fmt: skip
+        manifest = new_manifest(
+            plan,
+            name,
+            settings,
+            command=[*COMMAND, "backtest", side],
+            data=data,
+            pool_file=None,
+            pool_size=BACKTEST_POOL,
+        )
         summaries[side] = run_backtest(plan, policy, settings, ctx.folder("backtest") / side, manifest)
     return {"summaries": summaries}
 

@@ -50,30 +50,46 @@ def side_by_side(summaries: dict[str, dict[str, Any]], scheme: str) -> list[str]
     rates with intervals, failures."""
     rows = []
     for side, s in summaries.items():
-        rows.append([
-            side,
-            _ranged(s["mean_reward"][scheme], s["mean_reward_ci"][scheme], "+.3f"),
-            _ranged(s.get("exploit_share"), s.get("exploit_share_ci"), ".0%"),
-            "-" if s.get("buys_per_episode") is None else f"{s['buys_per_episode']:.2f}",
-            _ranged(s["stop_rate"], s["stop_rate_ci"], ".0%"),
-            _ranged(s["tool_error_rate"], s["tool_error_rate_ci"], ".0%"),
-            _pct(failure_rate(s)),
-            *(_pct(failure_share(s, reason)) for reason in ("no_valid_call", "truncated", "no_stop")),
-            "-" if s["turns_per_episode"] is None else f"{s['turns_per_episode']:.1f}",
-        ])  # fmt: skip
+        rows.append(
+            [
+                side,
+                _ranged(s["mean_reward"][scheme], s["mean_reward_ci"][scheme], "+.3f"),
+                _ranged(s.get("exploit_share"), s.get("exploit_share_ci"), ".0%"),
+                "-" if s.get("buys_per_episode") is None else f"{s['buys_per_episode']:.2f}",
+                _ranged(s["stop_rate"], s["stop_rate_ci"], ".0%"),
+                _ranged(s["tool_error_rate"], s["tool_error_rate_ci"], ".0%"),
+                _pct(failure_rate(s)),
+                *(_pct(failure_share(s, reason)) for reason in ("no_valid_call", "truncated", "no_stop")),
+                "-" if s["turns_per_episode"] is None else f"{s['turns_per_episode']:.1f}",
+            ]
+        )
     header = [
-        "policy", f"mean reward ({scheme}) [95% CI]", "exploit share", "buys", "stop rate", "tool-error rate",
-        "failures", "no valid call", "truncated", "no stop", "turns",
-    ]  # fmt: skip
+        "policy",
+        f"mean reward ({scheme}) [95% CI]",
+        "exploit share",
+        "buys",
+        "stop rate",
+        "tool-error rate",
+        "failures",
+        "no valid call",
+        "truncated",
+        "no stop",
+        "turns",
+    ]
     return _table(header, rows)
 
 
 def learning_table(steps: list[dict[str, float]]) -> list[str]:
     rows = [
-        [str(int(step["step"])), *(("-" if key not in step else f"{step[key]:+.3f}" if "reward" in key
-                                    else f"{step[key]:.0%}") for key in STEP_COLUMNS)]
+        [
+            str(int(step["step"])),
+            *(
+                ("-" if key not in step else f"{step[key]:+.3f}" if "reward" in key else f"{step[key]:.0%}")
+                for key in STEP_COLUMNS
+            ),
+        ]
         for step in steps
-    ]  # fmt: skip
+    ]
     return _table(["step", *STEP_COLUMNS.values()], rows)
 
 
@@ -116,8 +132,9 @@ def _interval(interval: list[float] | None, form: str) -> str:
     return "-" if interval is None else f"{interval[0]:{form}}, {interval[1]:{form}}"
 
 
-def lessons(steps: list[dict[str, float]], summaries: dict[str, dict[str, Any]], verdict: str, scheme: str,
-            chance: float | None) -> str:  # fmt: skip
+def lessons(
+    steps: list[dict[str, float]], summaries: dict[str, dict[str, Any]], verdict: str, scheme: str, chance: float | None
+) -> str:
     """The plain paragraph: what moved, what did not, each number from this run and each clause chosen by them."""
     trained, untrained = summaries["trained"], summaries["untrained"]
     early, late = halves(steps, "trade/reward/score/mean")
@@ -253,8 +270,15 @@ def write_reports(ctx: Context) -> dict[str, Any]:
 
 
 SEEDS_REPORT = "report.md"
-SEED_COLUMNS = ["seed", "untrained reward", "trained reward", "trained - untrained [95% CI]", "exploit share before",
-                "after", "seconds"]  # fmt: skip
+SEED_COLUMNS = [
+    "seed",
+    "untrained reward",
+    "trained reward",
+    "trained - untrained [95% CI]",
+    "exploit share before",
+    "after",
+    "seconds",
+]
 
 
 def write_seeds_report(out: Path, runs: dict[int, Path], scheme: str) -> Path:
@@ -272,11 +296,17 @@ def write_seeds_report(out: Path, runs: dict[int, Path], scheme: str) -> Path:
         wins += metric["ci"] is not None and metric["ci"][0] > 0
         doubled += after is not None and before is not None and after >= 2 * before
         differences.append(metric["difference"])
-        rows.append([
-            str(seed), f"{metric['b']:+.3f}", f"{metric['a']:+.3f}",
-            _ranged(metric["difference"], metric["ci"], "+.3f"), _pct(before), _pct(after),
-            f"{sum(stage['seconds'] for stage in state.values()):.0f}",
-        ])  # fmt: skip
+        rows.append(
+            [
+                str(seed),
+                f"{metric['b']:+.3f}",
+                f"{metric['a']:+.3f}",
+                _ranged(metric["difference"], metric["ci"], "+.3f"),
+                _pct(before),
+                _pct(after),
+                f"{sum(stage['seconds'] for stage in state.values()):.0f}",
+            ]
+        )
     spread = statistics.stdev(differences) if len(differences) > 1 else 0.0
     lines = [
         f"# trade quickstart over seeds {', '.join(map(str, runs))}",

@@ -77,8 +77,9 @@ def load_state(out: Path, settings: QuickstartSettings) -> State:
     return state
 
 
-def run_stages(out: Path, settings: QuickstartSettings, stages: Sequence[Stage], *,
-               stop_after: str | None = None) -> State:  # fmt: skip
+def run_stages(
+    out: Path, settings: QuickstartSettings, stages: Sequence[Stage], *, stop_after: str | None = None
+) -> State:
     """Run the unfinished stages in order (up to ``stop_after``), recording each; returns the state."""
     out.mkdir(parents=True, exist_ok=True)
     state = load_state(out, settings)

@@ -31,8 +31,18 @@ def export_checkpoint(checkpoint: Path, out: Path, backend: str = "fsdp") -> Pat
     actor = actor_dir(checkpoint)
     if importlib.util.find_spec("verl") is None:
         raise TradeError("verl is not installed here", hint=install_hint("verl"))
-    command = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", backend,
-               "--local_dir", str(actor), "--target_dir", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "verl.model_merger",
+        "merge",
+        "--backend",
+        backend,
+        "--local_dir",
+        str(actor),
+        "--target_dir",
+        str(out),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]

@@ -37,8 +37,17 @@ PRESETS: dict[str, tuple[dict[str, str], list[str]]] = {
 }
 
 
-LOGGERS = {"console": None, "file": None, "swanlab": "swanlab", "wandb": "wandb", "vemlp_wandb": "wandb",
-           "mlflow": "mlflow", "tensorboard": "tensorboard", "clearml": "clearml", "trackio": "trackio"}  # fmt: skip
+LOGGERS = {
+    "console": None,
+    "file": None,
+    "swanlab": "swanlab",
+    "wandb": "wandb",
+    "vemlp_wandb": "wandb",
+    "mlflow": "mlflow",
+    "tensorboard": "tensorboard",
+    "clearml": "clearml",
+    "trackio": "trackio",
+}
 """verl 0.9.1's ``trainer.logger`` backends and the module each imports when the run starts."""
 
 
@@ -114,8 +123,10 @@ class VerlGRPO(Trainer):
 
         problems = super().preflight(spec, launch=launch)
         if spec.device not in PRESETS:
-            return [*problems, TradeError(f"verl-grpo trains on npu or gpu, not {spec.device}",
-                                          hint="use --trainer trl-grpo on cpu")]  # fmt: skip
+            return [
+                *problems,
+                TradeError(f"verl-grpo trains on npu or gpu, not {spec.device}", hint="use --trainer trl-grpo on cpu"),
+            ]
         try:
             get_scheme(spec.reward)
         except TradeError as error:
@@ -197,8 +208,11 @@ class VerlGRPO(Trainer):
         overrides = hydra_overrides(plan.command)
         done = subprocess.run(
             [sys.executable, "-m", "trade_train.verl_grpo.compose", *overrides],
-            capture_output=True, text=True, cwd=plan.run_dir, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            cwd=plan.run_dir,
+            check=False,
+        )
         if done.returncode != 0:
             lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
             raise TradeError(lines[-1].removeprefix("error: "))
