@@ -3,6 +3,8 @@ version, rebuilt when the data changes, safe for concurrent first openers, share
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 from trade_data.cache import CACHE_FOLDER, cached_tables
 from trade_data.columns import limit_hits, round_cents
 from trade_data.info import dataset_info
-from trade_data.qlib_dir import member_days, read_feature, read_universe
+from trade_data.qlib_dir import META_FILE, member_days, read_feature, read_meta, read_universe
 from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of, limit_fractions
 from trade_data.synth import write_synthetic_market
@@ -105,7 +107,29 @@ def test_arrays_are_built_once_and_reused(small: Path) -> None:
     assert (small / CACHE_FOLDER / built[0][0] / "adjusted_close.npy").stat().st_mtime_ns == stamp
 
 
-def test_a_changed_feature_file_rebuilds_the_arrays(small: Path) -> None:
+def unstamp(dataset: Path) -> None:
+    """Leave ``trade.json`` as datasets were written before writers stamped them."""
+    meta = json.loads((dataset / META_FILE).read_text())
+    del meta["stamp"]
+    (dataset / META_FILE).write_text(json.dumps(meta))
+
+
+def test_a_stamped_dataset_is_keyed_by_its_stamp_not_by_its_feature_files(small: Path) -> None:
+    """Opening a written dataset reads no feature folder (38,521 files in the whole market): its writer's stamp names
+    the version, and every write stamps anew."""
+    MarketStore.load(small)
+    built = cached_tables(small)
+    for path in (small / "features").rglob("*.bin"):
+        os.utime(path, ns=(1, 1))
+    assert MarketStore.load(small).fingerprint == MarketStore.load(small).fingerprint
+    assert cached_tables(small) == built
+    stamp = read_meta(small).stamp
+    write_synthetic_market(small, symbols=12, start="2020-01-01", end="2020-12-31", seed=3)
+    assert len(read_meta(small).stamp) == 32 and read_meta(small).stamp != stamp
+
+
+def test_a_changed_feature_file_rebuilds_the_arrays_of_an_unstamped_dataset(small: Path) -> None:
+    unstamp(small)
     before = MarketStore.load(small)
     symbol = before.symbols[5]
     path = small / "features" / symbol.lower() / "close.day.bin"

@@ -44,6 +44,11 @@ class DatasetMeta(BaseModel):
     source: str = Field(description="where the bars came from, e.g. 'import:daily.parquet' or 'synth'")
     parameters: dict[str, object] = Field(default_factory=dict, description="generator or download settings")
     created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+    stamp: str = Field(
+        "",
+        description="a fresh id written with every write by trade's writers: what is derived from the bars is keyed "
+        "by it, so opening needs no scan of the feature files; empty where written before stamps or by other tools",
+    )
 
 
 def read_calendar_file(path: Path) -> pd.DatetimeIndex:
@@ -189,9 +194,15 @@ def write_dataset_blocks(
         for name, members in universes.items():
             check_universe_name(name)
             _write_instruments(staging / "instruments" / f"{name}.txt", members.sort_values(["symbol", "start"]))
-        (staging / META_FILE).write_text(meta.model_dump_json(indent=2) + "\n")
+        write_meta(staging, meta)
         swap_into_place(staging, out)
     return out
+
+
+def write_meta(folder: Path, meta: DatasetMeta) -> None:
+    """Write ``trade.json`` with a new :attr:`DatasetMeta.stamp`: every writer calls it last, on the complete folder."""
+    stamped = meta.model_copy(update={"stamp": uuid.uuid4().hex})
+    (folder / META_FILE).write_text(stamped.model_dump_json(indent=2) + "\n")
 
 
 def check_universe_name(name: str) -> str:

@@ -189,7 +189,7 @@ def _check_provider(root: Path, artifact: Path) -> None:
 
 def install_provider_dir(artifact: Path, out: Path, extract: Callable[[Path, Path], None], meta: DatasetMeta) -> Path:
     """Extract into a staging folder beside ``out``, check it, add ``trade.json`` and swap it into place."""
-    from trade_data.qlib_dir import META_FILE, staging_folder, swap_into_place
+    from trade_data.qlib_dir import staging_folder, swap_into_place, write_meta
 
     with staging_folder(out) as staging:
         try:
@@ -200,7 +200,7 @@ def install_provider_dir(artifact: Path, out: Path, extract: Callable[[Path, Pat
             ) from exc
         root = _provider_root(staging, artifact)
         _check_provider(root, artifact)
-        (root / META_FILE).write_text(meta.model_dump_json(indent=2) + "\n")
+        write_meta(root, meta)
         swap_into_place(root, out)
     return out
 
