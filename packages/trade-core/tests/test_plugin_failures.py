@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +15,7 @@ import structlog
 
 from trade_core import hookimpl
 from trade_core.errors import PluginError
+from trade_core.hookspecs import trade_register_commands
 from trade_core.plugins import TradePluginManager, get_manager, load_entry_points, new_manager
 from trade_core.registry import collect, register_hooks
 from trade_core.testing import TradeRun, inline_plugin, run_trade
@@ -201,18 +203,18 @@ def loaded() -> TradePluginManager:
 class _Raising:
     """An inline plugin whose ``hook`` registers an item, then raises ``error("broken on purpose")``."""
 
-    def __init__(self, hook: str, error: type[BaseException] = ValueError) -> None:
+    def __init__(self, hook: Callable[..., None], error: type[BaseException] = ValueError) -> None:
         def half_registered(register: Any) -> None:
             register(SimpleNamespace(name="half"))
             raise error("broken on purpose")
 
-        setattr(self, hook, hookimpl(half_registered))
+        setattr(self, hook.__name__, hookimpl(half_registered))
 
 
 @pytest.mark.parametrize("error", [ValueError, SystemExit, KeyboardInterrupt])  # a plugin's own, not a Ctrl-C
-@pytest.mark.parametrize("hook", register_hooks(get_manager()))
+@pytest.mark.parametrize("hook", register_hooks(get_manager()), ids=lambda spec: spec.__name__)
 def test_a_plugin_raising_in_any_register_hook_is_skipped_and_named_once(
-    loaded: TradePluginManager, hook: str, error: type[BaseException]
+    loaded: TradePluginManager, hook: Callable[..., None], error: type[BaseException]
 ) -> None:
     def origins() -> dict[str, str]:
         return {name: provided.origin.name for name, provided in collect(loaded, hook).items.items()}
@@ -222,8 +224,8 @@ def test_a_plugin_raising_in_any_register_hook_is_skipped_and_named_once(
         assert origins() == healthy  # "half" was registered before the raise, and is dropped
         assert origins() == healthy
     cause = f"{error.__name__}: broken on purpose"
-    assert [(f.origin.name, f.hook, f.cause) for f in loaded.failures] == [("raising", hook, cause)]
-    assert [log["event"] for log in logs] == [f"plugin 'raising' from (inline) failed in {hook}: {cause}"]
+    assert [(f.origin.name, f.hook, f.cause) for f in loaded.failures] == [("raising", hook.__name__, cause)]
+    assert [log["event"] for log in logs] == [f"plugin 'raising' from (inline) failed in {hook.__name__}: {cause}"]
 
 
 def test_the_users_ctrl_c_during_a_register_hook_still_interrupts(loaded: TradePluginManager) -> None:
@@ -235,17 +237,20 @@ def test_the_users_ctrl_c_during_a_register_hook_still_interrupts(loaded: TradeP
     before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh CLI process
     try:
         with inline_plugin(loaded, Interrupted(), "interrupted"), pytest.raises(KeyboardInterrupt):
-            collect(loaded, "trade_register_commands")
+            collect(loaded, trade_register_commands)
         assert loaded.failures == [] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, before)
 
 
+@with_packages
 def test_under_a_commands_own_sigint_handler_a_plugins_interrupt_is_its_failure_and_ctrl_c_reaches_the_handler(
     loaded: TradePluginManager,
 ) -> None:
     """A command that installed its own Ctrl-C handler (a graceful stop) before the registry was collected: the
     plugin's own KeyboardInterrupt is still that plugin's failure, and a real Ctrl-C goes to the command's handler."""
+    from trade_tools import hookspecs as tools_hookspecs
+
     stops: list[int] = []
 
     def graceful(signum: int, frame: object) -> None:
@@ -259,11 +264,11 @@ def test_under_a_commands_own_sigint_handler_a_plugins_interrupt_is_its_failure_
 
     before = signal.signal(signal.SIGINT, graceful)
     try:
-        with inline_plugin(loaded, _Raising("trade_register_commands", KeyboardInterrupt), "raising"):
-            collect(loaded, "trade_register_commands")
+        with inline_plugin(loaded, _Raising(trade_register_commands, KeyboardInterrupt), "raising"):
+            collect(loaded, trade_register_commands)
         assert [f.origin.name for f in loaded.failures] == ["raising"] and stops == []
         with inline_plugin(loaded, Interrupted(), "interrupted"), pytest.raises(KeyboardInterrupt):
-            collect(loaded, "trade_register_tools")
+            collect(loaded, tools_hookspecs.trade_register_tools)
         assert stops == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is graceful
     finally:
         signal.signal(signal.SIGINT, before)
@@ -273,7 +278,22 @@ def test_strict_mode_raises_naming_the_plugin_inline(
     loaded: TradePluginManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TRADE_STRICT_PLUGINS", "1")
-    with inline_plugin(loaded, _Raising("trade_register_commands"), "raising"), pytest.raises(PluginError) as error:
-        collect(loaded, "trade_register_commands")
+    with inline_plugin(loaded, _Raising(trade_register_commands), "raising"), pytest.raises(PluginError) as error:
+        collect(loaded, trade_register_commands)
     assert str(error.value).startswith("plugin 'raising' from (inline) failed in trade_register_commands: ")
     assert not loaded.failures
+
+
+BUILTINS = ("data", "tools", "reward", "eval", "train", "distill")
+
+
+@with_packages
+@pytest.mark.parametrize("disabled", BUILTINS)
+def test_disabling_one_builtin_plugin_fails_no_other(disabled: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook a plugin implements for another package (tools' bar tables for trade-data, distill's trainer for
+    trade-train) is optional: without that package the hook is skipped, not the whole plugin refused."""
+    monkeypatch.setenv("TRADE_DISABLE_PLUGINS", disabled)
+    manager = new_manager()
+    load_entry_points(manager)
+    assert [failure.one_line() for failure in manager.failures] == []
+    assert sorted(manager.origins) == sorted({"core", *BUILTINS} - {disabled})

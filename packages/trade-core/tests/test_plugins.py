@@ -11,9 +11,9 @@ from unittest.mock import ANY
 import click
 import pytest
 
-from trade_core import hookimpl
+from trade_core import hookimpl, hookspecs
 from trade_core.errors import PluginError
-from trade_core.hookspecs import hookspec
+from trade_core.hookspecs import EVENT, hookspec
 from trade_core.plugins import TradePluginManager, get_manager
 from trade_core.registry import Registry
 from trade_core.testing import imports_of, inline_plugin, run_trade
@@ -133,7 +133,7 @@ def test_collect_attributes_items_and_sets_a_clashing_name_aside_inline(plugin_m
         def trade_register_commands(self, register):  # type: ignore[no-untyped-def]
             register(click.Command("same"))
 
-    commands = Registry("trade_register_commands", "command", click.Command)
+    commands = Registry(hookspecs.trade_register_commands, "command", click.Command)
     with inline_plugin(plugin_manager, First(), "first"):
         found = commands.provided(plugin_manager)
         assert {n: p.origin.name for n, p in found.items()} == {"same": "first", "only-first": "first"}
@@ -156,14 +156,16 @@ def test_log_json_switch_changes_the_renderer(installed_plugins: Path) -> None:
 
 
 def _unfit_hooks(manager: TradePluginManager) -> list[str]:
-    """Hooks a plugin author cannot use as documented: no docstring, or items not passed to ``register``."""
+    """Hooks a plugin author cannot use as documented: no docstring, or items not passed to ``register`` (a hook
+    that is not an event hook, :func:`~trade_core.hookspecs.eventspec`, is a collection hook)."""
     unfit = []
     for name in sorted(dir(manager.hook)):
         spec = getattr(getattr(manager.hook, name), "spec", None)
         if spec is None:
             continue
+        event = getattr(spec.function, EVENT, False)
         register_style = name == "trade_addhooks" or tuple(spec.argnames) == ("register",)
-        if not (inspect.getdoc(spec.function) and register_style):
+        if not (inspect.getdoc(spec.function) and (event or register_style)):
             unfit.append(name)
     return unfit
 

@@ -8,14 +8,14 @@ import click
 import pytest
 import structlog
 
-from trade_core import hookimpl
+from trade_core import hookimpl, hookspecs
 from trade_core.cli import LazyGroup
-from trade_core.errors import TradeError
+from trade_core.errors import PluginError, TradeError
 from trade_core.plugins import TradePluginManager, new_manager
 from trade_core.registry import Registry
 from trade_core.testing import inline_plugin
 
-COMMANDS = Registry("trade_register_commands", "command", click.Command)
+COMMANDS = Registry(hookspecs.trade_register_commands, "command", click.Command)
 
 
 class Registers:
@@ -88,8 +88,40 @@ def test_register_hooks_are_called_through_pluggy_so_tracing_sees_each_plugin(
     assert calls == [("trade_register_commands", ["first"]), ("trade_register_commands", ["second"])]
 
 
-def test_a_hook_nobody_defines_has_no_items(plugin_manager: TradePluginManager) -> None:
-    assert Registry("trade_register_nothing", "thing", object).all(plugin_manager) == {}
+class Specs:
+    """Hookspecs of a package that the manager under test never loads."""
+
+    @staticmethod
+    @hookspecs.hookspec
+    def trade_register_things(register):  # type: ignore[no-untyped-def]
+        """Register things."""
+
+    @staticmethod
+    @hookspecs.hookspec
+    def trade_things(things):  # type: ignore[no-untyped-def]
+        """Not a register hook."""
+
+
+def test_a_registry_of_a_hook_no_loaded_plugin_defines_is_an_error_not_empty(
+    plugin_manager: TradePluginManager,
+) -> None:
+    things = Registry(Specs.trade_register_things, "thing", object)
+    with pytest.raises(PluginError) as error:
+        things.all(plugin_manager)
+    package = __name__.split(".")[0]  # where the spec lives: this test module here, a package's name in use
+    assert error.value.one_line() == (
+        f"no loaded plugin defines the hook trade_register_things (from {package}) "
+        f"(`trade plugins` shows whether {package}'s plugin failed; check TRADE_DISABLE_PLUGINS)"
+    )
+    plugin_manager.pm.add_hookspecs(Specs)
+    assert things.all(plugin_manager) == {}  # defined, and nobody registers a thing: empty, rightly
+
+
+def test_a_registry_takes_a_register_hookspec_not_a_name() -> None:
+    with pytest.raises(TypeError, match=r"^'trade_register_commands' is not a trade hookspec"):
+        Registry("trade_register_commands", "command", click.Command)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^trade_things is not a register hook"):
+        Registry(Specs.trade_things, "thing", object)
 
 
 def test_lazy_group_imports_a_subcommand_only_when_it_is_used() -> None:

@@ -8,13 +8,13 @@ import sys
 
 import click
 
-from trade_core import env
+from trade_core import env, hookspecs
 from trade_core.errors import TradeError
 from trade_core.logging import configure_logging
 from trade_core.plugins import TradePluginManager, get_manager
 from trade_core.registry import Clash, Registry
 
-COMMANDS = Registry("trade_register_commands", "command", click.Command)
+COMMANDS = Registry(hookspecs.trade_register_commands, "command", click.Command)
 
 
 def _versions(manager: TradePluginManager) -> str:

@@ -2,8 +2,11 @@
 
 Hooks that contribute named things take a ``register`` callback instead of returning
 values, so the registry knows which plugin supplied each item and can refuse duplicate
-names (see :mod:`trade_core.registry`). Other packages add their own specs
-through :func:`trade_addhooks` (``trade_data.hookspecs`` is one).
+names (see :mod:`trade_core.registry`). Event hooks (:func:`eventspec`) tell plugins what happens (a tool
+call, an order, a training step, a finished run) and are called once per plugin, so one that raises is
+skipped without silencing the others (:meth:`~trade_core.plugins.TradePluginManager.notify`). Other packages
+add their own specs through :func:`trade_addhooks` (``trade_data.hookspecs`` is one; :func:`adds_hookspecs`
+implements it).
 
 Implementations run last-registered-first (pluggy's LIFO); built-ins are loaded from
 entry points like everyone else, so no hook here relies on ordering.
@@ -12,17 +15,41 @@ entry points like everyone else, so no hook here relies on ordering.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import pluggy
 
 if TYPE_CHECKING:
     import click
 
+F = TypeVar("F", bound=Callable[..., object])
+
 PROJECT = "trade"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+EVENT = f"{PROJECT}_event"
+"""The attribute :func:`eventspec` sets on a hookspec: what tells an event hook from a ``register`` hook."""
+RunKind = Literal["backtest", "tasks", "training"]
+
+
+def eventspec(function: F) -> F:
+    """A hookspec for an event: every plugin implementing it is called, alone, each time the event happens."""
+    setattr(function, EVENT, True)
+    return hookspec(function)
+
+
+def adds_hookspecs(module: ModuleType) -> Callable[[pluggy.PluginManager], None]:
+    """The ``trade_addhooks`` implementation of a package whose hookspecs are ``module``: the one body that
+    every package's plugin needs (``trade_addhooks = adds_hookspecs(hookspecs)`` in its plugin module)."""
+
+    @hookimpl
+    def trade_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+        pluginmanager.add_hookspecs(module)
+
+    return trade_addhooks
 
 
 @hookspec(historic=True)
@@ -41,4 +68,14 @@ def trade_register_commands(register: Callable[[click.Command], None]) -> None:
     The command's ``name`` is its registry key: two plugins registering ``data`` is an
     error naming both. Import heavy modules inside the command, not at plugin import,
     so ``trade --help`` and Ray workers stay fast. Added in 0.1.
+    """
+
+
+@eventspec
+def trade_run_finished(kind: RunKind, folder: Path) -> None:
+    """A run finished and its folder is complete: a backtest (``summary.json`` written), a tasks evaluation, or a
+    training run whose command exited 0 (``kind``: ``backtest``, ``tasks``, ``training``).
+
+    Called in the process that ran it, once per run (``--seeds K``: once per seed's folder). For reports,
+    uploads and notifications; the folder is the run's, so write into it atomically or not at all. Added in 0.1.
     """

@@ -12,7 +12,7 @@ import importlib.metadata as md
 import os
 import signal
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
@@ -88,6 +88,44 @@ class TradePluginManager:
     def failed(self, plugin_name: str, hook: str | None) -> bool:
         return any((f.origin.name, f.hook) == (plugin_name, hook) for f in self.failures)
 
+    def caller(self, spec: Callable[..., object]) -> pluggy.HookCaller:
+        """The hook of the hookspec ``spec``; one that no loaded plugin defines (its package is disabled or failed
+        to load) is a PluginError, never a hook without implementations that silently does nothing."""
+        name = hook_name(spec)
+        caller = getattr(self.hook, name, None)
+        if caller is None or caller.spec is None:
+            package = spec.__module__.split(".")[0]
+            raise PluginError(
+                f"no loaded plugin defines the hook {name} (from {package})",
+                hint=f"`trade plugins` shows whether {package}'s plugin failed; check {env.DISABLE_PLUGINS}",
+            )
+        return caller
+
+    def alone(self, spec: Callable[..., object]) -> Iterator[tuple[PluginOrigin, Callable[..., list[Any]]]]:
+        """Each implementation of ``spec``'s hook as a caller of that plugin alone, with its origin; plugins that
+        failed in the hook before are left out. Through pluggy, so ``TRADE_TRACE_PLUGINS=1`` sees each call."""
+        caller = self.caller(spec)
+        impls = caller.get_hookimpls()
+        for impl in impls:
+            origin = self.origin(impl.plugin_name)
+            if not self.failed(origin.name, caller.name):
+                others = [i.plugin for i in impls if i is not impl]
+                yield origin, self.pm.subset_hook_caller(caller.name, remove_plugins=others)
+
+    def notify(self, spec: Callable[..., object], **kwargs: Any) -> list[tuple[PluginOrigin, Any]]:
+        """Call the event hook ``spec`` (:func:`~trade_core.hookspecs.eventspec`) once per plugin: what each
+        returned (None left out), by plugin. A plugin that raises is reported (:meth:`fail`) and not called
+        for this hook again; the others still are."""
+        if not getattr(spec, hookspecs.EVENT, False):
+            raise TypeError(f"{spec.__name__} is not an event hook (@eventspec)")
+        answers: list[tuple[PluginOrigin, Any]] = []
+        for origin, alone in self.alone(spec):
+            with plugin_code() as caught:
+                answers += [(origin, answer) for answer in alone(**kwargs)]
+            if caught.error is not None:
+                self.fail(origin, caught.error, spec.__name__)
+        return answers
+
     def fail(self, origin: PluginOrigin, error: BaseException, hook: str | None = None) -> None:
         """Record a broken plugin and log one line naming it; under ``TRADE_STRICT_PLUGINS=1`` raise instead."""
         failure = PluginFailure(origin, hook, " ".join(f"{type(error).__name__}: {error}".split()))
@@ -96,6 +134,13 @@ class TradePluginManager:
             raise PluginError(failure.one_line(), hint=hint) from error
         self.failures.append(failure)
         log.error(failure.one_line())
+
+
+def hook_name(spec: Callable[..., object]) -> str:
+    """The name of the hook ``spec`` specifies; anything but a ``trade`` hookspec is a TypeError."""
+    if getattr(spec, f"{hookspecs.PROJECT}_spec", None) is None:
+        raise TypeError(f"{spec!r} is not a trade hookspec (@hookspec)")
+    return spec.__name__
 
 
 @dataclass

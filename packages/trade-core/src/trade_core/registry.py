@@ -2,22 +2,27 @@
 
 Each package declares its registries in one line, beside the item type, and looks items up through them::
 
-    TOOLS = Registry("trade_register_tools", "tool", Tool)
+    TOOLS = Registry(hookspecs.trade_register_tools, "tool", Tool)
     TOOLS.get("GetPriceData")  # unknown names: one line listing the valid ones
     TOOLS.all()
 
 Items are collected once per plugin manager and collected again after a plugin is registered or
 unregistered there (see :class:`~trade_core.plugins.TradePluginManager`), so tests need no cache resets.
+A registry names its hook by the hookspec itself: a misspelt hook is an AttributeError at import, and a hook
+no loaded plugin defines is a PluginError when the registry is read, never an empty registry.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from trade_core import env
 from trade_core.errors import PluginError, TradeError
-from trade_core.plugins import PluginOrigin, TradePluginManager, get_manager, plugin_code
+from trade_core.hookspecs import EVENT
+from trade_core.plugins import PluginOrigin, TradePluginManager, get_manager, hook_name, plugin_code
 
 T = TypeVar("T")
 
@@ -63,17 +68,27 @@ class Collected(Generic[T]):
 
 @dataclass(frozen=True)
 class Registry(Generic[T]):
-    """The items of one ``register`` hook: ``kind`` names them in errors, ``item_type`` is checked on collection."""
+    """The items of one ``register`` hook (its hookspec, ``spec``): ``kind`` names them in errors, ``item_type``
+    is checked on collection."""
 
-    hook: str
+    spec: Callable[..., None]
     kind: str
     item_type: type[T]
+
+    def __post_init__(self) -> None:
+        name = hook_name(self.spec)  # what is no hookspec: a TypeError now, at import, not an empty registry later
+        if list(inspect.signature(self.spec).parameters) != ["register"]:
+            raise TypeError(f"{name} is not a register hook: its one argument must be `register`")
+
+    @property
+    def hook(self) -> str:
+        return hook_name(self.spec)
 
     def collected(self, manager: TradePluginManager | None = None) -> Collected[T]:
         """The items and clashes, without refusing: for diagnostics (the process-wide manager unless one is given)."""
         manager = manager or get_manager()
         if self.hook not in manager.collected:
-            manager.collected[self.hook] = collect(manager, self.hook, expect=self.item_type)
+            manager.collected[self.hook] = collect(manager, self.spec, expect=self.item_type)
         return manager.collected[self.hook]
 
     def provided(self, manager: TradePluginManager | None = None) -> dict[str, Provided[T]]:
@@ -95,38 +110,31 @@ class Registry(Generic[T]):
         return items[name]
 
 
-def collect(manager: TradePluginManager, hook_name: str, expect: type | None = None) -> Collected[Any]:
-    """Call a ``register``-style hook once per plugin, through pluggy: the items by name, and the clashes.
+def collect(manager: TradePluginManager, spec: Callable[..., None], expect: type | None = None) -> Collected[Any]:
+    """Call the ``register``-style hook ``spec`` once per plugin, through pluggy: the items by name, and the clashes.
 
-    Each plugin's implementation is called alone (``subset_hook_caller``) with its own ``register``, so
-    every item is attributed to the plugin that supplied it and ``TRADE_TRACE_PLUGINS=1`` traces each call.
+    Each plugin's implementation is called alone (:meth:`TradePluginManager.alone`) with its own ``register``,
+    so every item is attributed to the plugin that supplied it and ``TRADE_TRACE_PLUGINS=1`` traces each call.
     An implementation that raises (``sys.exit`` included: :func:`~trade_core.plugins.plugin_code`), or
     registers an item that is not an ``expect`` (when given), is reported through
     :meth:`TradePluginManager.fail` and none of its items are used, in this call or later ones: a
     half-registered plugin never is. A name two plugins register is a :class:`Clash`, and neither item is used.
     """
-    caller = getattr(manager.hook, hook_name, None)
-    if caller is None:  # no plugin defines or implements the hook (its package is disabled)
-        return Collected({}, [])
-    impls = caller.get_hookimpls()
+    hook = hook_name(spec)
     first: dict[str, Provided[Any]] = {}
     clashes: list[Clash] = []
-    for impl in impls:
-        origin = manager.origin(impl.plugin_name)
-        if manager.failed(origin.name, hook_name):  # skipped for good: reported once, never half-used
-            continue
-        alone = manager.pm.subset_hook_caller(hook_name, remove_plugins=[i.plugin for i in impls if i is not impl])
+    for origin, alone in manager.alone(spec):  # a plugin failed in the hook is skipped for good: never half-used
         items: list[Any] = []
         with plugin_code() as caught:
             alone(register=items.append)
             named = [(_checked(item, expect).name, item) for item in items]
         if caught.error is not None:
-            manager.fail(origin, caught.error, hook_name)
+            manager.fail(origin, caught.error, hook)
             continue
         for name, item in named:
             provided = Provided(name, item, origin)
             if name in first:
-                clashes.append(Clash(hook_name, first[name], provided))
+                clashes.append(Clash(hook, first[name], provided))
             else:
                 first[name] = provided
     clashing = {clash.name for clash in clashes}
@@ -140,12 +148,16 @@ def _checked(item: T, expect: type | None) -> T:
     return item
 
 
-def register_hooks(manager: TradePluginManager) -> list[str]:
-    """Names of every hook whose only argument is ``register`` (the collection hooks)."""
-    names = []
-    for name in sorted(dir(manager.hook)):
-        caller = getattr(manager.hook, name)
-        spec = getattr(caller, "spec", None)
-        if spec is not None and tuple(spec.argnames) == ("register",):
-            names.append(name)
-    return names
+def register_hooks(manager: TradePluginManager) -> list[Callable[..., None]]:
+    """The hookspec of every hook whose only argument is ``register`` (the collection hooks), by name."""
+    return [spec.function for spec in _specs(manager) if tuple(spec.argnames) == ("register",)]
+
+
+def event_hooks(manager: TradePluginManager) -> list[Callable[..., None]]:
+    """The hookspec of every event hook (:func:`~trade_core.hookspecs.eventspec`), by name."""
+    return [spec.function for spec in _specs(manager) if getattr(spec.function, EVENT, False)]
+
+
+def _specs(manager: TradePluginManager) -> list[Any]:
+    callers = [getattr(manager.hook, name) for name in sorted(dir(manager.hook))]
+    return [caller.spec for caller in callers if getattr(caller, "spec", None) is not None]

@@ -20,6 +20,7 @@ from numpy.lib.format import open_memmap
 from tqdm import tqdm
 
 from trade_core.registry import Registry
+from trade_data import hookspecs
 from trade_data.cache import cached_arrays
 from trade_data.columns import PRICE_FIELDS
 from trade_data.columns import VERSION as STORE_VERSION
@@ -39,7 +40,7 @@ class BarTable:
     compute: Callable[[Bars], np.ndarray]
 
 
-BAR_TABLES = Registry("trade_register_bar_tables", "bar table", BarTable)
+BAR_TABLES = Registry(hookspecs.trade_register_bar_tables, "bar table", BarTable)
 
 
 def precompute(dataset: Path) -> None:

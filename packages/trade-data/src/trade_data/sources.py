@@ -28,6 +28,7 @@ from tqdm import tqdm
 from trade_core.errors import TradeError
 from trade_core.plugins import TradePluginManager
 from trade_core.registry import Registry
+from trade_data import hookspecs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,7 +55,7 @@ class DataSource(ABC):
         """Turn an artifact into a dataset at ``out``; a failure leaves an existing ``out`` untouched."""
 
 
-DATA_SOURCES = Registry("trade_register_data_sources", "data source", DataSource)
+DATA_SOURCES = Registry(hookspecs.trade_register_data_sources, "data source", DataSource)
 
 
 def download(

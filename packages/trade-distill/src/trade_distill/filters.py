@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from trade_core.errors import TradeError
 from trade_core.registry import Registry
+from trade_distill import hookspecs
 from trade_tools.trajectory import Trajectory
 
 
@@ -41,7 +42,7 @@ class TrajectoryFilter(Filter):
         """Why ``trajectory`` is removed, or None to keep it."""
 
 
-FILTERS = Registry("trade_register_filters", "filter", Filter)
+FILTERS = Registry(hookspecs.trade_register_filters, "filter", Filter)
 
 
 @dataclass

@@ -6,20 +6,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
-import pluggy
 
-from trade_core.hookspecs import hookimpl
+from trade_core.hookspecs import adds_hookspecs, hookimpl
+from trade_distill import hookspecs
 
 if TYPE_CHECKING:
     from trade_distill.filters import Filter
     from trade_train.trainer import Trainer
 
 
-@hookimpl
-def trade_addhooks(pluginmanager: pluggy.PluginManager) -> None:
-    from trade_distill import hookspecs
-
-    pluginmanager.add_hookspecs(hookspecs)
+trade_addhooks = adds_hookspecs(hookspecs)
 
 
 @hookimpl
@@ -30,7 +26,7 @@ def trade_register_filters(register: Callable[[Filter], None]) -> None:
         register(item())
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # trade-train's hook: skipped, not an error, when trade-train's plugin is disabled
 def trade_register_trainers(register: Callable[[Trainer], None]) -> None:
     from trade_distill.swift_lora import SwiftLoRA
 

@@ -6,19 +6,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
-import pluggy
 
-from trade_core.hookspecs import hookimpl
+from trade_core.hookspecs import adds_hookspecs, hookimpl
+from trade_eval import hookspecs
 
 if TYPE_CHECKING:
     from trade_eval.policy import Policy
 
 
-@hookimpl
-def trade_addhooks(pluginmanager: pluggy.PluginManager) -> None:
-    from trade_eval import hookspecs
-
-    pluginmanager.add_hookspecs(hookspecs)
+trade_addhooks = adds_hookspecs(hookspecs)
 
 
 @hookimpl

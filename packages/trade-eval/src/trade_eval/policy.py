@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, Field
 
 from trade_core.registry import Registry
+from trade_eval import hookspecs
 from trade_tools.day import TradingDay
 
 if TYPE_CHECKING:
@@ -85,4 +86,4 @@ class Policy(ABC):
         """
 
 
-POLICIES = Registry("trade_register_policies", "policy", Policy)
+POLICIES = Registry(hookspecs.trade_register_policies, "policy", Policy)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from trade_core.errors import TradeError, error_line
 from trade_core.registry import Registry
+from trade_reward import hookspecs
 from trade_reward.outcome import INVALID, MALFORMED, Outcome
 from trade_tools.records import Reward
 
@@ -58,7 +59,7 @@ class RewardScheme(ABC):
     def score(self, outcome: Outcome) -> Reward: ...
 
 
-SCHEMES = Registry("trade_register_reward_schemes", "reward scheme", RewardScheme)
+SCHEMES = Registry(hookspecs.trade_register_reward_schemes, "reward scheme", RewardScheme)
 """Every reward scheme by name, each with its default settings."""
 
 

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
-import pluggy
 
-from trade_core.hookspecs import hookimpl
+from trade_core.hookspecs import adds_hookspecs, hookimpl
+from trade_tools import hookspecs
 
 if TYPE_CHECKING:
     from trade_data.bar_tables import BarTable
@@ -16,11 +16,7 @@ if TYPE_CHECKING:
     from trade_tools.tool import Tool
 
 
-@hookimpl
-def trade_addhooks(pluginmanager: pluggy.PluginManager) -> None:
-    from trade_tools import hookspecs
-
-    pluginmanager.add_hookspecs(hookspecs)
+trade_addhooks = adds_hookspecs(hookspecs)
 
 
 @hookimpl
@@ -49,7 +45,7 @@ def trade_register_prompt_sets(register: Callable[[PromptSet], None]) -> None:
     register(COMPACT)
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # trade-data's hook: skipped, not an error, when trade-data's plugin is disabled
 def trade_register_bar_tables(register: Callable[[BarTable], None]) -> None:
     from trade_tools.indicators import INDICATOR_TABLE
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from trade_core.registry import Registry
 from trade_data.summary import market_summary
+from trade_tools import hookspecs
 
 if TYPE_CHECKING:
     from trade_tools.episode import Episode
@@ -121,7 +122,7 @@ COMPACT = PromptSet(
 )
 
 
-PROMPT_SETS = Registry("trade_register_prompt_sets", "prompt set", PromptSet)
+PROMPT_SETS = Registry(hookspecs.trade_register_prompt_sets, "prompt set", PromptSet)
 """Every prompt set by name (``EpisodeSettings.prompt_set``)."""
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from trade_core.errors import TradeError
 from trade_core.registry import Registry
+from trade_tools import hookspecs
 
 if TYPE_CHECKING:
     from trade_tools.episode import Episode
@@ -73,5 +74,5 @@ class Tool(ABC):
         }
 
 
-TOOLS = Registry("trade_register_tools", "tool", Tool)
+TOOLS = Registry(hookspecs.trade_register_tools, "tool", Tool)
 """Every tool the agent can call, by name, in the order the plugins registered them."""

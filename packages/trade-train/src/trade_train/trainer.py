@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from trade_core.errors import TradeError
 from trade_core.files import atomic_write
 from trade_core.registry import Registry
+from trade_train import hookspecs
 
 
 class TrainSpec(BaseModel):
@@ -85,5 +86,5 @@ class Trainer(ABC):
         """Validate the plan against the training framework's own schema; a summary on success."""
 
 
-TRAINERS = Registry("trade_register_trainers", "trainer", Trainer)
+TRAINERS = Registry(hookspecs.trade_register_trainers, "trainer", Trainer)
 """Every trainer by name (``trade train --trainer NAME``)."""

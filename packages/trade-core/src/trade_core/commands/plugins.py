@@ -1,4 +1,5 @@
-"""``trade plugins``: what is installed and what each plugin provides, per hook, which failed and which clash."""
+"""``trade plugins``: what is installed, what each plugin provides per hook and which events it hears, which
+failed and which clash."""
 
 from __future__ import annotations
 
@@ -10,24 +11,29 @@ import click
 
 from trade_core.hookspecs import hookimpl
 from trade_core.plugins import TradePluginManager, get_manager
-from trade_core.registry import collect, register_hooks
+from trade_core.registry import collect, event_hooks, register_hooks
 
 
 def describe_plugins(manager: TradePluginManager) -> list[dict[str, Any]]:
-    """Every plugin, loaded or failed, with its distribution, version, module, status and named items per hook.
+    """Every plugin, loaded or failed, with its distribution, version, module, status, named items per hook and
+    the event hooks it implements.
 
     A name two plugins registered is listed under both, with the clash: this listing is where a user sees it.
     """
     provided: dict[str, dict[str, set[str]]] = {}
     conflicts: dict[str, list[dict[str, str]]] = {}
-    for hook_name in register_hooks(manager):  # collecting first records the plugins whose hooks raise
-        collected = collect(manager, hook_name)
+    for spec in register_hooks(manager):  # collecting first records the plugins whose hooks raise
+        collected = collect(manager, spec)
         clashing = [item for clash in collected.clashes for item in (clash.first, clash.second)]
         for item in [*collected.items.values(), *clashing]:
-            provided.setdefault(item.origin.name, {}).setdefault(hook_name, set()).add(item.name)
+            provided.setdefault(item.origin.name, {}).setdefault(spec.__name__, set()).add(item.name)
         for clash in collected.clashes:
             for name in {clash.first.origin.name, clash.second.origin.name}:
-                conflicts.setdefault(name, []).append({"hook": hook_name, "cause": clash.line()})
+                conflicts.setdefault(name, []).append({"hook": spec.__name__, "cause": clash.line()})
+    events: dict[str, list[str]] = {}
+    for spec in event_hooks(manager):
+        for impl in manager.caller(spec).get_hookimpls():
+            events.setdefault(impl.plugin_name, []).append(spec.__name__)
     origins = {**{f.origin.name: f.origin for f in manager.failures}, **manager.origins}
     rows = []
     for name, origin in sorted(origins.items()):
@@ -41,6 +47,7 @@ def describe_plugins(manager: TradePluginManager) -> list[dict[str, Any]]:
                 "module": origin.module,
                 "status": status,
                 "hooks": {hook: sorted(items) for hook, items in sorted(provided.get(name, {}).items())},
+                "events": events.get(name, []),
                 "failures": failures,
                 "conflicts": conflicts.get(name, []),
             }
@@ -51,7 +58,8 @@ def describe_plugins(manager: TradePluginManager) -> list[dict[str, Any]]:
 @click.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plugins_command(as_json: bool) -> None:
-    """List installed plugins, their distributions, what they provide, which failed and which names clash."""
+    """List installed plugins, their distributions, what they provide, the events they hear, which failed and
+    which names clash."""
     rows = describe_plugins(get_manager())
     if as_json:
         click.echo(json.dumps({"plugins": rows}, indent=2))
@@ -61,6 +69,8 @@ def plugins_command(as_json: bool) -> None:
         click.echo(f"{row['name']}  ({row['distribution']} {row['version']}, {row['module']}){marker}")
         for hook, items in row["hooks"].items():
             click.echo(f"    {hook}: {', '.join(items)}")
+        if row["events"]:
+            click.echo(f"    events: {', '.join(row['events'])}")
         for failure in row["failures"]:
             click.echo(f"    {failure['hook'] or 'load'} FAILED: {failure['cause']}")
         for conflict in row["conflicts"]:

@@ -6,6 +6,7 @@ import click
 
 from trade_core.cli import LazyGroup
 from trade_core.registry import Registry
+from trade_data import hookspecs
 
 SUBCOMMANDS = {
     "import": "trade_data.commands.import_:import_command",
@@ -15,7 +16,7 @@ SUBCOMMANDS = {
 }
 
 
-DATA_COMMANDS = Registry("trade_register_data_commands", "data command", click.Command)
+DATA_COMMANDS = Registry(hookspecs.trade_register_data_commands, "data command", click.Command)
 
 
 class DataGroup(LazyGroup):
