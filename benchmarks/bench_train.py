@@ -27,8 +27,8 @@ def main() -> None:
     from trade_tools.day import TradingDay
     from trade_tools.tasks import day_task
     from trade_tools.trajectory import write_trajectories
-    from trade_train.verl_grpo.rollouts import Rollout, step_metrics
-    from trade_train.verl_grpo.schema import REWARD_INFO, compute_score
+    from trade_train.rollouts import step_metrics
+    from trade_train.verl_grpo.schema import REWARD_INFO, compute_score, rollout
 
     with tempfile.TemporaryDirectory() as tmp:
         store = MarketStore.load(common.import_sample(args.data, Path(tmp) / "cn"))
@@ -56,7 +56,7 @@ def main() -> None:
         parse, metrics, records = [], [], []
         for step in range(args.steps):
             start = time.perf_counter()
-            rollouts = [Rollout.from_fields(*row) for row in stored]
+            rollouts = [rollout(*row) for row in stored]
             parse.append(time.perf_counter() - start)
             start = time.perf_counter()
             step_metrics(rollouts)
@@ -76,7 +76,7 @@ def main() -> None:
     rows = [
         (what, f"{np.median(times) * 1e3:.1f} ms", f"{np.median(times) / n * 1e6:.0f} us")
         for what, times in [
-            ("parse Episodes + conversations (Rollout.from_fields)", parse),
+            ("parse Episodes + conversations (verl_grpo.schema.rollout)", parse),
             ("trade/... metrics (step_metrics)", metrics),
             ("trajectory records, written atomically", records),
         ]

@@ -126,7 +126,7 @@ def test_explain_scores_a_real_day_with_the_plugin_scheme(
 
 HAND_CASE = """
 import json, sys
-from trade_train.verl_grpo.schema import compute_score
+from trade_reward.scoring import score_day
 
 # 1,000,000 CNY cash; bought 100 shares at 1000 CNY and paid 50 CNY fees; r_orig = 0 (all cash).
 episode = {"task": {"task_id": "hand", "date": "2024-06-14", "pool": ["SH600519"], "cash": 1e6},
@@ -135,7 +135,7 @@ episode = {"task": {"task_id": "hand", "date": "2024-06-14", "pool": ["SH600519"
 truth = {"date": "2024-06-14", "horizon_dates": ["2024-06-17", "2024-06-18", "2024-06-19"],
          "close": {"SH600519": 1000.0}, "growth": {"SH600519": json.loads(sys.argv[2])}}
 settings = json.loads(sys.argv[3])
-print(json.dumps(compute_score("trade-agent/csi300", "", json.dumps(truth), {"episode": episode}, **settings)))
+print(score_day(episode, json.dumps(truth), **settings).model_dump_json())
 """
 
 
@@ -151,7 +151,7 @@ print(json.dumps(compute_score("trade-agent/csi300", "", json.dumps(truth), {"ep
     ],
 )
 @pytest.mark.slow  # pip-installs the example once per session
-def test_verl_compute_score_by_name_matches_a_hand_calculation(
+def test_a_training_score_by_name_matches_a_hand_calculation(
     site: Path, status: str, growth: list[float], settings: dict[str, float], r_outcome: float, score: float
 ) -> None:
     done = subprocess.run(
@@ -166,7 +166,7 @@ def test_verl_compute_score_by_name_matches_a_hand_calculation(
     assert result["scheme"] == "tanh" and result["r_orig"] == 0.0
     assert result["r_outcome"] == pytest.approx(r_outcome, abs=1e-12)
     assert result["score"] == pytest.approx(score, abs=1e-9)
-    assert result["failure"] == ("" if status == "stopped" else "no_stop")
+    assert result["failure"] == (None if status == "stopped" else "no_stop")
 
 
 @pytest.mark.slow  # pip-installs the example once per session

@@ -13,8 +13,8 @@ from trade_reward.forward import ground_truth
 from trade_tools.day import TradingDay
 from trade_tools.tasks import day_task
 from trade_tools.trajectory import read_trajectories, write_trajectories
-from trade_train.verl_grpo.rollouts import Rollout, step_metrics
-from trade_train.verl_grpo.schema import CONVERSATION, EPISODE, REWARD_INFO, compute_score
+from trade_train.rollouts import Rollout, step_metrics
+from trade_train.verl_grpo.schema import CONVERSATION, EPISODE, REWARD_INFO, compute_score, rollout
 
 DAY = "2024-06-04"
 
@@ -32,7 +32,7 @@ def scored(store: MarketStore, group: str, calls: list[tuple[str, dict]], *, no_
     truth = ground_truth(store, DAY, [*task.pool, *task.holdings]).model_dump_json()
     reward = compute_score("trade", "", truth, {EPISODE: episode.model_dump_json()})
     fields = {EPISODE: episode.model_dump_json(), CONVERSATION: json.dumps(conversation), REWARD_INFO: reward}
-    return Rollout.from_fields(group, reward["score"], fields, truth)
+    return rollout(group, reward["score"], fields, truth)
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +88,7 @@ def test_unscorable_trajectories_count_as_their_own_failures(step: list[Rollout]
     rollouts = []
     for truth in (json.dumps(spoilt), other_day):
         reward = compute_score("trade", "", truth, {EPISODE: episode.model_dump_json()})
-        rollouts.append(
-            Rollout.from_fields("c", reward["score"], {EPISODE: episode.model_dump_json(), REWARD_INFO: reward})
-        )
+        rollouts.append(rollout("c", reward["score"], {EPISODE: episode.model_dump_json(), REWARD_INFO: reward}))
     assert [(r.score, r.reward.failure) for r in rollouts] == [(-3.0, "invalid_outcome"), (-3.0, "malformed")]
     metrics = step_metrics([*step, *rollouts])
     assert metrics["trade/failure/invalid_outcome"] == metrics["trade/failure/malformed"] == pytest.approx(1 / 6)
@@ -100,17 +98,15 @@ def test_unscorable_trajectories_count_as_their_own_failures(step: list[Rollout]
 
 def test_continuous_scores_log_no_bucket_mean(real_store: MarketStore) -> None:
     """A scheme without buckets logs none: verl's placeholder bucket (-99) used to be averaged in."""
-    rollout = scored(real_store, "a", [("TakeAction", {"type": "stop", "reasoning": "不调仓"})])
+    stopped = scored(real_store, "a", [("TakeAction", {"type": "stop", "reasoning": "不调仓"})])
     reward = compute_score(
         "trade",
         "",
-        rollout.ground_truth.model_dump_json(),
-        {EPISODE: rollout.episode.model_dump_json()},
+        stopped.ground_truth.model_dump_json(),
+        {EPISODE: stopped.episode.model_dump_json()},
         scheme="continuous",
     )
-    continuous = Rollout.from_fields(
-        "a", reward["score"], {EPISODE: rollout.episode.model_dump_json(), REWARD_INFO: reward}
-    )
+    continuous = rollout("a", reward["score"], {EPISODE: stopped.episode.model_dump_json(), REWARD_INFO: reward})
     assert continuous.reward.bucket is None and "trade/reward/bucket/mean" not in step_metrics([continuous])
 
 

@@ -14,9 +14,9 @@ from trade_reward.schemes import get_scheme
 from trade_reward.taskfolder import TaskRecord, read_records
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode, EpisodeSettings
+from trade_train.store import market_store
 from trade_train.trl_grpo.environment import TradingEnvironment, environment_class
 from trade_train.trl_grpo.run import AnyTool
-from trade_train.verl_grpo.store import market_store
 
 
 def opened(tasks: Path, data: Path, settings: EpisodeSettings | None = None) -> tuple[TaskRecord, TradingEnvironment]:

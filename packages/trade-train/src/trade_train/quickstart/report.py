@@ -18,7 +18,7 @@ from trade_train.quickstart.learning import (
     step_metrics,
 )
 from trade_train.quickstart.stages import STATE, Context
-from trade_train.verl_grpo.rollouts import FLAT_REASONS
+from trade_train.rollouts import FLAT_REASONS
 
 REPORT, PAGE, CHART = "report.md", "report.html", "grpo.png"
 

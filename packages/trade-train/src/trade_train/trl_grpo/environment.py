@@ -24,12 +24,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from trade_reward.scoring import score_day
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode, EpisodeSettings, Task
 from trade_tools.records import GroundTruth, parse
-from trade_train.verl_grpo.rollouts import Rollout
-from trade_train.verl_grpo.schema import EPISODE, compute_score, reward_from
-from trade_train.verl_grpo.store import market_store
+from trade_train.rollouts import Rollout
+from trade_train.store import market_store
 
 JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
 
@@ -82,14 +82,15 @@ class TradingEnvironment:
         return day
 
     def rollout(self, day: TradingDay, scheme: str) -> Rollout:
-        """The replayed day scored by ``scheme`` through verl's own ``compute_score``, as a Rollout of its group."""
+        """The replayed day scored by ``scheme`` as verl scores it (:func:`~trade_reward.scoring.score_day`), as a
+        Rollout of its group."""
         assert self.task is not None, "TRL calls reset() before scoring"
-        extra = {EPISODE: day.episode.model_dump_json()}
-        breakdown = compute_score(f"trade-agent/{self.task.universe}", "", self.ground_truth, extra, scheme=scheme)
+        episode = day.episode.model_dump_json()
+        reward = score_day(episode, self.ground_truth, scheme=scheme, source=f"trade-agent/{self.task.universe}")
         return Rollout(
             group=self.group,
             episode=day.episode,
-            reward=reward_from(breakdown["score"], breakdown),
+            reward=reward,
             conversation=day.messages,
             ground_truth=parse(GroundTruth, self.ground_truth),
         )

@@ -28,7 +28,7 @@ from trade_core.errors import TradeError
 from trade_data.store import MarketStore
 from trade_tools.episode import MAX_TURNS, EpisodeSettings
 from trade_tools.trajectory import write_trajectories
-from trade_train.verl_grpo.rollouts import Rollout, flat_warning, step_metrics
+from trade_train.rollouts import Rollout, flat_warning, step_metrics
 
 log = structlog.get_logger("trade.train")
 
@@ -249,8 +249,8 @@ def train(config: RunConfig) -> Path:
 
     from trade_reward.taskfolder import read_records
     from trade_tools.episode import Episode
+    from trade_train.store import market_store
     from trade_train.trl_grpo.environment import environment_class
-    from trade_train.verl_grpo.store import market_store
 
     grpo, run_dir = config.grpo, config.run_dir.resolve()
     if config.device == "cpu":

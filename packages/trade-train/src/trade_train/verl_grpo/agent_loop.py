@@ -33,8 +33,8 @@ from trade_tools.day import TradingDay
 from trade_tools.episode import MAX_TURNS, TOOL_TEXT_LIMIT, Episode, EpisodeSettings, Task
 from trade_tools.tool import TOOLS
 from trade_tools.trajectory import ToolCall
+from trade_train.store import market_store
 from trade_train.verl_grpo.schema import AGENT_NAME, CONVERSATION, EPISODE
-from trade_train.verl_grpo.store import market_store
 from trade_train.verl_grpo.tool import TradeTool, episode_in
 
 

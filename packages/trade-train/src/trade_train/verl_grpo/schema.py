@@ -8,11 +8,8 @@ the run folder as ``{split}.parquet``; variable-key data (the task, its ground t
 Scoring: the trading agent loop stores the final Episode in ``extra_fields[EPISODE]``, which verl merges
 into ``extra_info``; the row's ``reward_model.ground_truth`` is the GroundTruth JSON, so scoring needs no
 market data. Options arrive as ``+reward.custom_reward_function.reward_kwargs.scheme=continuous`` and the
-like. One rule for bad input: a wrong configuration is the same for every trajectory (no Episode key in
-``extra_info``: the wrong agent loop; an unknown scheme, bad settings or weights), so it raises a TradeError
-naming the fix on the first call. What one trajectory holds never raises: an episode (null included) or ground
-truth that cannot be read scores the scheme's failure ``malformed``, a bad number (not finite, or beyond the
-bounds of :mod:`trade_tools.portfolio`) ``invalid_outcome``, each with one warning.
+like. The scoring itself is trade-reward's (:func:`trade_reward.scoring.score_day`, bad input included); here
+only a missing Episode key in ``extra_info`` (the wrong agent loop) is added to the configuration errors.
 
 verl loads this file by path in its reward workers: it imports no verl and nothing heavy.
 """
@@ -20,24 +17,19 @@ verl loads this file by path in its reward workers: it imports no verl and nothi
 from __future__ import annotations
 
 import io
-import math
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import structlog
-from pydantic import ValidationError
 
-from trade_core.errors import TradeError, error_line
-from trade_reward.outcome import DEFAULT_WEIGHTS, INVALID, MALFORMED, Outcome, outcome
-from trade_reward.schemes import get_scheme
+from trade_core.errors import TradeError
+from trade_reward.scoring import score_day
 from trade_reward.taskfolder import TaskRecord
 from trade_tools.episode import Episode
-from trade_tools.portfolio import impossible
 from trade_tools.records import GroundTruth, Reward, parse
-
-log = structlog.get_logger("trade.reward")
+from trade_train.rollouts import Rollout
 
 AGENT_NAME = "trading_agent"
 """The agent loop's name: in each row's ``agent_name``, ``agent_loops.yaml`` and ``default_agent_loop``."""
@@ -117,40 +109,25 @@ def compute_score(
     solution_str: str,
     ground_truth: str | dict[str, Any],
     extra_info: dict[str, Any] | None = None,
-    *,
-    scheme: str = "bucketed",
-    weights: Sequence[float] = DEFAULT_WEIGHTS,
-    **settings: Any,
+    **options: Any,
 ) -> dict[str, Any]:
-    """``{"score": ..., r_new, r_orig, r_outcome, bucket, failure, scheme}`` for one trajectory."""
-    chosen = get_scheme(scheme, **settings)
-    horizons = _weights(weights)
+    """``{"score": ..., r_new, r_orig, r_outcome, bucket, failure, scheme}`` for one trajectory (``options``:
+    :func:`~trade_reward.scoring.score_day`'s ``scheme``, ``weights`` and the scheme's settings)."""
     if not isinstance(extra_info, Mapping) or EPISODE not in extra_info:
         raise TradeError(
             f"extra_info has no '{EPISODE}'",
             hint="run the trading agent loop, which stores the Episode in extra_fields",
         )
-    error = ""
-    try:  # a null or unreadable episode is this trajectory's failure, not the batch's
-        result = outcome(parse(Episode, extra_info[EPISODE]), parse(GroundTruth, ground_truth), horizons)
-    except ValidationError as refused:
-        result, error = Outcome.unscorable(INVALID if impossible(refused) else MALFORMED), error_line(refused)
-    except TradeError as refused:
-        result, error = Outcome.unscorable(MALFORMED), error_line(refused)
-    if result.invalid:
-        log.warning("reward_input_refused", failure=result.invalid, error=error, data_source=data_source)
-    return flat(chosen.score(result))
+    return flat(score_day(extra_info[EPISODE], ground_truth, source=data_source, **options))
 
 
-def _weights(weights: Sequence[Any]) -> tuple[float, ...]:
-    """The horizon weights as floats: at least one, each finite and >= 0, else a configuration error."""
-    try:
-        values = tuple(float(w) for w in weights)
-    except (TypeError, ValueError):
-        values = ()
-    if not values or not all(0 <= w < math.inf for w in values):
-        raise TradeError(
-            f"bad reward weights {weights!r}: one finite number >= 0 per horizon",
-            hint="+reward.custom_reward_function.reward_kwargs.weights=[0.5,0.3,0.2]",
-        )
-    return values
+def rollout(group: str, score: float, extra_fields: Mapping[str, Any], ground_truth: str | None = None) -> Rollout:
+    """The Rollout of a trajectory's ``extra_fields`` as verl stores them after scoring, and the row's ground truth."""
+    conversation = extra_fields.get(CONVERSATION) or "[]"
+    return Rollout(
+        group=group,
+        episode=Episode.model_validate_json(extra_fields[EPISODE]),
+        reward=reward_from(float(score), extra_fields.get(REWARD_INFO) or {}),
+        conversation=json.loads(conversation) if isinstance(conversation, str) else conversation,
+        ground_truth=None if ground_truth is None else parse(GroundTruth, ground_truth),
+    )

@@ -20,8 +20,8 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from trade_core.errors import TradeError
 from trade_tools.episode import Episode
+from trade_train.store import market_store
 from trade_train.verl_grpo.schema import EPISODE
-from trade_train.verl_grpo.store import market_store
 
 
 def episode_in(fields: Mapping[str, Any]) -> Episode:

@@ -4,7 +4,7 @@ verl's V1 trainer has no hook for a step's own metrics or records. ``trade train
 ``python -m trade_train.verl_grpo.main``: verl's ``main_ppo`` with :class:`TradeTaskRunner`, which, before
 verl picks the trainer class for ``trainer.v1.trainer_mode``, swaps every class in verl's trainer registry
 for a subclass with :class:`TradingMetrics` mixed in. Each step then logs ``trade/...`` metrics (see
-:func:`~trade_train.verl_grpo.rollouts.step_metrics`) beside verl's own, and, where verl dumps rollouts
+:func:`~trade_train.rollouts.step_metrics`) beside verl's own, and, where verl dumps rollouts
 (``trainer.rollout_data_dir``), writes the step's Trajectory records to ``trajectories/{step}.jsonl`` there.
 
 Private API of verl 0.9.1 this relies on (pin ``verl==0.9.1``; re-check when moving):
@@ -28,8 +28,8 @@ from verl.trainer.ppo import v1
 from verl.trainer.ppo.v1 import trainer_base
 
 from trade_tools.trajectory import write_trajectories
-from trade_train.verl_grpo.rollouts import Rollout, flat_warning, step_metrics
-from trade_train.verl_grpo.schema import EPISODE
+from trade_train.rollouts import Rollout, flat_warning, step_metrics
+from trade_train.verl_grpo.schema import EPISODE, rollout
 
 log = structlog.get_logger("trade.train")
 
@@ -45,7 +45,7 @@ def rollouts_in(batch: KVBatchMeta) -> list[Rollout]:
         if tag.get("is_padding") or not isinstance(extra, dict) or EPISODE not in extra:
             continue
         truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
-        found.append(Rollout.from_fields(key.rsplit("_", 2)[0], score, extra, truth))
+        found.append(rollout(key.rsplit("_", 2)[0], score, extra, truth))
     return found
 
 

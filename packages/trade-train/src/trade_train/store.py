@@ -1,7 +1,8 @@
 """One MarketStore per dataset per process, so each Ray worker opens the market data once.
 
-verl builds the tool objects once per agent-loop worker and an agent loop per trajectory; all of them
-reach the data through :func:`market_store`, so thousands of rollouts share one set of arrays. The
+verl builds the tool objects once per agent-loop worker and an agent loop per trajectory, TRL an environment
+per rollout; all of them reach the data through :func:`market_store`, so thousands of rollouts share one set
+of arrays. The
 arrays (and the indicator table) are memory-mapped from the dataset's precomputed files, so the
 workers of a node share one copy in the page cache: a worker adds tens of MB, not the market's size.
 """

@@ -1,18 +1,16 @@
-"""What one verl training step leaves behind, in our terms: Trajectory records and the step's trading metrics.
+"""What one training step leaves behind, in our terms, whichever trainer ran it: Rollouts and trading metrics.
 
-verl keeps each trajectory's ``extra_fields`` (our Episode and conversation, as JSON, plus the reward
-breakdown verl adds: :mod:`~trade_train.verl_grpo.schema`) next to its score. This module turns those plain
-values into :class:`Rollout` objects and computes what a GRPO run on trading days needs to watch per step.
-It imports no verl, so it is tested and used without it.
+A :class:`Rollout` is one scored trajectory of a GRPO group; verl's trainer makes them from the ``extra_fields``
+it keeps (:func:`trade_train.verl_grpo.schema.rollout`), TRL's from the day it replays. This module computes
+what a GRPO run on trading days needs to watch per step, and turns Rollouts into Trajectory records.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any, get_args
+from collections.abc import Sequence
+from typing import get_args
 
 from pydantic import BaseModel, Field
 
@@ -20,9 +18,8 @@ from trade_data.store import MarketStore
 from trade_reward.schemes import FAILURES
 from trade_tools.episode import Episode, Status
 from trade_tools.exploit import exploits
-from trade_tools.records import GroundTruth, Reward, parse
+from trade_tools.records import GroundTruth, Reward
 from trade_tools.trajectory import Message, Trajectory
-from trade_train.verl_grpo.schema import CONVERSATION, EPISODE, REWARD_INFO, reward_from
 
 PREFIX = "trade/"
 _PARTS = ("score", "r_new", "r_orig", "r_outcome")
@@ -41,20 +38,6 @@ class Rollout(BaseModel):
     @property
     def score(self) -> float:
         return self.reward.score
-
-    @classmethod
-    def from_fields(
-        cls, group: str, score: float, extra_fields: Mapping[str, Any], ground_truth: str | None = None
-    ) -> Rollout:
-        """From a trajectory's ``extra_fields`` as verl stores them after scoring, and the row's ground truth."""
-        conversation = extra_fields.get(CONVERSATION) or "[]"
-        return cls(
-            group=group,
-            episode=Episode.model_validate_json(extra_fields[EPISODE]),
-            reward=reward_from(float(score), extra_fields.get(REWARD_INFO) or {}),
-            conversation=json.loads(conversation) if isinstance(conversation, str) else conversation,
-            ground_truth=None if ground_truth is None else parse(GroundTruth, ground_truth),
-        )
 
     def trajectory(self, *, model: str = "", step: int | None = None) -> Trajectory:
         """The record evaluation and distillation read (`trade reward variance` rescores it by its ground truth)."""
