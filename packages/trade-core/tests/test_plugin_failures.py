@@ -243,14 +243,11 @@ def test_the_users_ctrl_c_during_a_register_hook_still_interrupts(loaded: TradeP
         signal.signal(signal.SIGINT, before)
 
 
-@with_packages
 def test_under_a_commands_own_sigint_handler_a_plugins_interrupt_is_its_failure_and_ctrl_c_reaches_the_handler(
     loaded: TradePluginManager,
 ) -> None:
     """A command that installed its own Ctrl-C handler (a graceful stop) before the registry was collected: the
     plugin's own KeyboardInterrupt is still that plugin's failure, and a real Ctrl-C goes to the command's handler."""
-    from trade_tools import hookspecs as tools_hookspecs
-
     stops: list[int] = []
 
     def graceful(signum: int, frame: object) -> None:
@@ -259,7 +256,7 @@ def test_under_a_commands_own_sigint_handler_a_plugins_interrupt_is_its_failure_
 
     class Interrupted:
         @hookimpl
-        def trade_register_tools(self, register: Any) -> None:
+        def trade_register_commands(self, register: Any) -> None:
             signal.raise_signal(signal.SIGINT)
 
     before = signal.signal(signal.SIGINT, graceful)
@@ -268,7 +265,7 @@ def test_under_a_commands_own_sigint_handler_a_plugins_interrupt_is_its_failure_
             collect(loaded, trade_register_commands)
         assert [f.origin.name for f in loaded.failures] == ["raising"] and stops == []
         with inline_plugin(loaded, Interrupted(), "interrupted"), pytest.raises(KeyboardInterrupt):
-            collect(loaded, tools_hookspecs.trade_register_tools)
+            collect(loaded, trade_register_commands)
         assert stops == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is graceful
     finally:
         signal.signal(signal.SIGINT, before)
