@@ -100,7 +100,7 @@ def small(tmp_path: Path) -> Path:
 def test_arrays_are_built_once_and_reused(small: Path) -> None:
     MarketStore.load(small)
     built = cached_tables(small)
-    assert [name.split("-")[0] for name, _ in built] == ["store"]
+    assert [name.split("-")[0] for name, _ in built] == ["store", "summary"]
     stamp = (small / CACHE_FOLDER / built[0][0] / "adjusted_close.npy").stat().st_mtime_ns
     _assert_same(MarketStore.load(small))
     assert cached_tables(small) == built
@@ -138,7 +138,7 @@ def test_a_changed_feature_file_rebuilds_the_arrays_of_an_unstamped_dataset(smal
     values.tofile(path)
     after = MarketStore.load(small)
     assert after.adjusted["close"][-1, 5] == pytest.approx(before.adjusted["close"][-1, 5] * 1.5, rel=1e-6)
-    assert len(cached_tables(small)) == 1  # the stale build is gone
+    assert len(cached_tables(small)) == 2  # the store and the summary: the stale builds are gone
     _assert_same(after)
 
 
@@ -165,7 +165,7 @@ def test_concurrent_first_openers_build_one_copy(small: Path) -> None:
     ]
     sums = {opener.communicate(timeout=300)[0].strip().splitlines()[-1] for opener in openers}  # after any log lines
     assert [opener.returncode for opener in openers] == [0] * 4 and len(sums) == 1
-    assert len(cached_tables(small)) == 1
+    assert len(cached_tables(small)) == 2
     assert not [p for p in (small / CACHE_FOLDER).iterdir() if ".tmp-" in p.name]
     _assert_same(MarketStore.load(small))
 
@@ -184,5 +184,5 @@ def test_info_reports_size_on_disk_and_the_precomputed_tables(small: Path) -> No
     assert before.precomputed == {} and before.bytes_on_disk > 0 and "none yet" in before.to_text()
     MarketStore.load(small)
     after = dataset_info(small)
-    assert after.bytes_on_disk == before.bytes_on_disk and list(after.precomputed) == ["store"]
+    assert after.bytes_on_disk == before.bytes_on_disk and list(after.precomputed) == ["store", "summary"]
     assert f"precomputed store {after.precomputed['store'] / 1e6:,.1f} MB" in after.to_text()

@@ -71,3 +71,36 @@ def test_summary_of_a_synthetic_market_says_so(tmp_path) -> None:  # type: ignor
     assert summary.synthetic and summary.universe == "csi300"
     assert summary.to_text().startswith("【合成数据】市场状态")
     assert summary.traded > 0 and not math.isnan(summary.volatility_percentile)
+
+
+@pytest.fixture(scope="module")
+def synth_store(tmp_path_factory: pytest.TempPathFactory) -> MarketStore:
+    from trade_data.synth import write_synthetic_market
+
+    out = tmp_path_factory.mktemp("summary") / "synth"
+    return MarketStore.load(write_synthetic_market(out, symbols=60, start="2020-01-01", end="2022-06-30", seed=5))
+
+
+def _days(store: MarketStore, count: int) -> list[pd.Timestamp]:
+    """The first 25 days (short histories), then ``count`` random ones."""
+    rng = np.random.default_rng(len(store.calendar))
+    return [*store.calendar[:25], *rng.choice(store.calendar[25:], size=count, replace=False)]
+
+
+@pytest.mark.parametrize("market", ["synth_store", "real_store"])
+def test_the_summary_reads_the_precomputed_rows_and_says_what_the_bars_say(market: str, request) -> None:  # type: ignore[no-untyped-def]
+    """Byte for byte the text computed from the view's bars, on every kind of day, for each index and universe;
+    a stock named as the index has no table and is computed from its bars."""
+    store: MarketStore = request.getfixturevalue(market)
+    assert {f"index-{s}" for s in store.indices} | {f"breadth-{u}" for u in store.universe_names} == set(
+        store.day_tables
+    )
+    stock = next(s for s in store.symbols if s not in store.indices)
+    for day in _days(store, 60):
+        view = store.asof(day)
+        for index in [*store.indices, stock]:
+            for universe in store.universe_names:
+                read = market_summary(view, index=index, universe=universe)
+                computed = market_summary(view, index=index, universe=universe, precomputed=False)
+                assert read.to_text() == computed.to_text()
+                np.testing.assert_equal(read.model_dump(), computed.model_dump())

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from trade_data.store import MarketStore
+from trade_data.summary import market_summary
 from trade_tools.alpha import alpha158, alpha158_expressions
 from trade_tools.episode import Episode, EpisodeSettings, Task
 from trade_tools.indicators import INDICATORS
@@ -130,3 +131,19 @@ def test_cost_basis_and_prices_are_on_one_basis_on_every_ex_date(real_store: Mar
             assert line is not None and line.groups() == (shown_before, shown_close), (date, symbol)
             gain = float(shown_close) - float(shown_before)  # 0 here: a change under half a cent, either sign
             assert gain == 0 or mark == "→0.00%" or mark[0] == ("↑" if gain > 0 else "↓"), (date, symbol, mark)
+
+
+@pytest.mark.parametrize("market", ["synth_store", "real_store"])
+@pytest.mark.parametrize("anonymized", [False, True])
+def test_the_prompts_market_state_is_what_the_bars_say_on_every_day(market: str, anonymized: bool, request) -> None:  # type: ignore[no-untyped-def]
+    """The summary read from the dataset's precomputed rows puts the same text in the prompt, plain and
+    anonymized, as the summary computed from the day's bars."""
+    store: MarketStore = request.getfixturevalue(market)
+    rng = np.random.default_rng(7)
+    for day in [store.calendar[1], *rng.choice(store.calendar[20:], size=25, replace=False)]:
+        task = day_task(store, pd.Timestamp(day).date(), pool_size=5, seed=1).model_copy(
+            update={"anonymized": anonymized}
+        )
+        episode = Episode.start(task, store)
+        computed = market_summary(episode.view, index=task.index, universe=task.universe, precomputed=False)
+        assert "## " + episode.hide(computed.to_text()) + "\n\n" in episode.messages()[0]["content"]

@@ -33,6 +33,7 @@ from trade_data.qlib_dir import (
     settle,
 )
 from trade_data.signals import planted_signal
+from trade_data.summary import summary_tables
 from trade_data.symbols import PRICE_LIMITS, Board, PriceLimit, board_of, limit_pct
 
 BAR_FIELDS = (*PRICE_FIELDS, "volume")
@@ -92,6 +93,8 @@ class MarketStore:
         self._views: dict[int, PointInTimeView] = {}
         self.bar_tables = BarTables(self)
         self.indices = [s for s in self.symbols if board_of(s) is Board.INDEX]
+        self.day_tables = summary_tables(self)
+        """[day, ...] tables precomputed for each calendar day (the market summary's), read at T0 by views."""
 
     @classmethod
     def load(cls, path: Path | str) -> MarketStore:
@@ -151,6 +154,7 @@ class MarketStore:
             limit_down=self.limit_down[:end],
             previous_close=self.previous_close[:end],
             membership={name: self.membership(name)[:end] for name in self.universe_names},
+            day_tables={name: values[:end] for name, values in self.day_tables.items()},
             bar_tables=weakref.ref(self.bar_tables),
         )
 
@@ -203,6 +207,7 @@ class _Past:
     limit_down: np.ndarray
     previous_close: np.ndarray
     membership: dict[str, np.ndarray]
+    day_tables: dict[str, np.ndarray]
     bar_tables: weakref.ref[BarTables]
     """The store's precomputed per-bar tables, by a weak reference (a view keeps no store alive) and read
     only at a symbol's traded rows up to T0 (:meth:`PointInTimeView.bar_row`)."""
@@ -293,6 +298,12 @@ class PointInTimeView:
             return None
         return tables.row(table, j, count - 1)
 
+    def day_row(self, name: str) -> np.ndarray | None:
+        """T0's row of the dataset's precomputed per-day table ``name`` (:attr:`MarketStore.day_tables`), or None
+        when it has none of that name."""
+        table = self._past.day_tables.get(name)
+        return None if table is None else table[self.index]
+
     def factor(self, symbol: str) -> float:
         """The adjustment factor of the symbol's last traded day up to T0 (raw = adjusted / factor)."""
         row = self.last_traded_index(symbol)
@@ -369,13 +380,23 @@ class PointInTimeView:
 
     def advancers(self, universe: str) -> tuple[int, int]:
         """(advancing, compared) members of ``universe`` at T0: traded today and before, change > 0."""
-        t = self.index
-        previous = self._past.previous_close[t]
-        compared = self._past.traded[t] & self._membership(universe)[t] & ~np.isnan(previous)
-        with np.errstate(invalid="ignore"):
-            up = compared & (self._past.adjusted["close"][t] > previous)
-        return int(up.sum()), int(compared.sum())
+        t, past = self.index, self._past
+        up, compared = advancing(
+            past.traded[t], self._membership(universe)[t], past.previous_close[t], past.adjusted["close"][t]
+        )
+        return int(up), int(compared)
 
     @property
     def universes(self) -> list[str]:
         return list(self._past.membership)
+
+
+def advancing(
+    traded: np.ndarray, member: np.ndarray, previous: np.ndarray, close: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(advancing, compared) counts over the last axis of [..., symbol] rows: members that traded that day and
+    before, and of those the ones whose adjusted close is above the last traded close."""
+    compared = traded & member & ~np.isnan(previous)
+    with np.errstate(invalid="ignore"):
+        up = compared & (close > previous)
+    return up.sum(axis=-1), compared.sum(axis=-1)

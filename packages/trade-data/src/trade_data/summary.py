@@ -1,6 +1,10 @@
 """The market state at T0 in six numbers, as data and as the compact Chinese text prompts show.
 
-Computed from a :class:`~trade_data.store.PointInTimeView`, so only bars up to T0 enter it.
+It is in every prompt, so it must not cost more as the market grows: what it reads (each index's measures
+and each universe's breadth) is computed once per calendar day into the dataset's precomputed tables
+(:func:`summary_tables`), and a summary reads T0's rows of them. A row is computed from bars up to its day
+only, by the same functions that compute it from a :class:`~trade_data.store.PointInTimeView`'s bars
+(``market_summary(view, precomputed=False)``), so it holds what the view sees at T0.
 Conventions: returns are simple fractions on adjusted closes; volatility is the standard
 deviation of daily returns (not annualised); its regime is the percentile of today's
 20-day volatility among the 20-day volatilities of the past year (252 trading days).
@@ -9,11 +13,17 @@ deviation of daily returns (not annualised); its regime is the percentile of tod
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import BaseModel
 
-from trade_data.store import PointInTimeView
+from trade_data.cache import cached_arrays
+from trade_data.columns import VERSION as STORE_VERSION
+
+if TYPE_CHECKING:
+    from trade_data.store import MarketStore, PointInTimeView
 
 VOL_WINDOW = 20
 LOOKBACK = 252
@@ -95,22 +105,15 @@ def _trailing_return(closes: np.ndarray, days: int) -> float:
     return float(closes[-1] / closes[-1 - days] - 1) if closes.size > days else math.nan
 
 
-def _index_closes(view: PointInTimeView, symbol: str) -> np.ndarray:
-    return view.series(symbol, "close") if view.knows(symbol) else np.array([])
+MEASURES = ("volatility_20d", "volatility_percentile", "return_5d", "return_20d", "volume_ratio_5_20")
+"""What is computed from an index's bars, in the order of its table's columns."""
+VERSION = f"summary-1 {VOL_WINDOW} {LOOKBACK}"
+"""Bump when a stored measure would change."""
+_BLOCK_DAYS = 256
 
 
-def market_summary(view: PointInTimeView, *, index: str = "SH000001", universe: str = "csi300") -> MarketSummary:
-    """Summarise the market at ``view.date`` (universe falls back to ``all`` when absent); memoised per view."""
-    if universe not in view.universes:
-        universe = "all"
-    key = ("market_summary", index, universe)
-    if key not in view.memo:
-        view.memo[key] = _summarise(view, index, universe)
-    return view.memo[key]  # type: ignore[return-value]
-
-
-def _summarise(view: PointInTimeView, index: str, universe: str) -> MarketSummary:
-    closes = _index_closes(view, index)
+def index_measures(closes: np.ndarray, volumes: np.ndarray) -> np.ndarray:
+    """:data:`MEASURES` of an index from its adjusted closes and volumes so far (NaN where it did not trade)."""
     closes = closes[~np.isnan(closes)][-(LOOKBACK + VOL_WINDOW + 1) :]
     returns = np.diff(closes) / closes[:-1] if closes.size > 1 else np.array([])
     vol, percentile = math.nan, math.nan
@@ -118,14 +121,88 @@ def _summarise(view: PointInTimeView, index: str, universe: str) -> MarketSummar
         rolling = np.lib.stride_tricks.sliding_window_view(returns, VOL_WINDOW).std(axis=1, ddof=1)[-LOOKBACK:]
         vol = float(rolling[-1])
         percentile = float((rolling <= vol).mean()) if rolling.size >= VOL_WINDOW else math.nan
-    volumes = view.series(index, "volume") if view.knows(index) else np.array([])
     volumes = volumes[~np.isnan(volumes)]
     ratio = (
         float(volumes[-5:].mean() / volumes[-20:].mean())
         if volumes.size >= 20 and volumes[-20:].mean() > 0
         else math.nan
     )
-    advancers, traded = view.advancers(universe)
+    return np.array([vol, percentile, _trailing_return(closes, 5), _trailing_return(closes, 20), ratio])
+
+
+def summary_tables(store: MarketStore) -> dict[str, np.ndarray]:
+    """[day, ...] tables of what summaries read, built once per dataset version (the writers build them).
+
+    ``index-<SYMBOL>``: float64 :data:`MEASURES` of every index at each day's close (NaN before its first bar);
+    ``breadth-<universe>``: int64 (advancing, compared) members of every universe, ``all`` included.
+    """
+    return cached_arrays(
+        store.path,
+        "summary",
+        f"{VERSION} {STORE_VERSION}",
+        lambda folder: _build(store, folder),
+        fingerprint=store.fingerprint,
+    )
+
+
+def _build(store: MarketStore, folder: Path) -> None:
+    from trade_data.store import advancing
+
+    days = len(store.calendar)
+    for symbol in store.indices:
+        j = store.column[symbol]
+        rows = store._traded_rows[j]
+        closes, volumes = store.adjusted["close"][rows, j], store.volume[rows, j]
+        by_bar = np.array([index_measures(closes[: k + 1], volumes[: k + 1]) for k in range(rows.size)])
+        counts = store._traded_by[:, j]
+        table = np.full((days, len(MEASURES)), np.nan)
+        table[counts > 0] = by_bar.reshape(-1, len(MEASURES))[counts[counts > 0] - 1]
+        np.save(folder / f"index-{symbol}.npy", table)
+    breadth = {name: np.zeros((days, 2), dtype=np.int64) for name in store.universe_names}
+    for begin in range(0, days, _BLOCK_DAYS):  # a block of days of the [day, symbol] arrays at a time
+        block = slice(begin, begin + _BLOCK_DAYS)
+        traded, previous, close = store.traded[block], store.previous_close[block], store.adjusted["close"][block]
+        for name, table in breadth.items():
+            table[block] = np.column_stack(advancing(traded, store.membership(name)[block], previous, close))
+    for name, table in breadth.items():
+        np.save(folder / f"breadth-{name}.npy", table)
+
+
+def market_summary(
+    view: PointInTimeView, *, index: str = "SH000001", universe: str = "csi300", precomputed: bool = True
+) -> MarketSummary:
+    """Summarise the market at ``view.date`` (universe falls back to ``all`` when absent); memoised per view.
+
+    ``precomputed=False`` computes it from the view's bars instead of reading T0's rows of the dataset's tables
+    (the same values: what the tables are tested against); an ``index`` without a table (not an index of the
+    dataset) is always computed so.
+    """
+    if universe not in view.universes:
+        universe = "all"
+    if not precomputed:
+        return _summarise(view, index, universe, precomputed=False)
+    key = ("market_summary", index, universe)
+    if key not in view.memo:
+        view.memo[key] = _summarise(view, index, universe, precomputed=True)
+    return view.memo[key]  # type: ignore[return-value]
+
+
+def _measures(view: PointInTimeView, symbol: str, precomputed: bool) -> np.ndarray:
+    row = view.day_row(f"index-{symbol}") if precomputed else None
+    if row is not None:
+        return row
+    if not view.knows(symbol):
+        return index_measures(np.array([]), np.array([]))
+    return index_measures(view.series(symbol, "close"), view.series(symbol, "volume"))
+
+
+def _summarise(view: PointInTimeView, index: str, universe: str, *, precomputed: bool) -> MarketSummary:
+    vol, percentile, return_5d, return_20d, ratio = (float(x) for x in _measures(view, index, precomputed))
+    big, small = (
+        float(_measures(view, s, precomputed)[MEASURES.index("return_20d")]) for s in ("SH000300", "SH000905")
+    )
+    breadth = view.day_row(f"breadth-{universe}") if precomputed else None
+    advancers, traded = view.advancers(universe) if breadth is None else (int(n) for n in breadth)
     return MarketSummary(
         date=f"{view.date:%Y-%m-%d}",
         index=index,
@@ -133,11 +210,10 @@ def _summarise(view: PointInTimeView, index: str, universe: str) -> MarketSummar
         synthetic=view.synthetic,
         volatility_20d=vol,
         volatility_percentile=percentile,
-        return_5d=_trailing_return(closes, 5),
-        return_20d=_trailing_return(closes, 20),
+        return_5d=return_5d,
+        return_20d=return_20d,
         advancers=advancers,
         traded=traded,
         volume_ratio_5_20=ratio,
-        style_spread_20d=_trailing_return(_index_closes(view, "SH000300"), 20)
-        - _trailing_return(_index_closes(view, "SH000905"), 20),
+        style_spread_20d=big - small,
     )
