@@ -17,17 +17,11 @@ from trade_core.cli import build_cli
 from trade_core.errors import TradeError
 from trade_core.plugins import get_manager
 from trade_data.info import dataset_info
+from trade_data.market_model import INDEX_BASES, SyntheticMarket, generate_market, stock_codes
 from trade_data.qlib_dir import read_meta
 from trade_data.signals import SIGNALS, PlantedSignal, describe_dataset, planted_signal, rank_z
 from trade_data.store import MarketStore
-from trade_data.synth import (
-    INDEX_BASES,
-    STREAM_BLOCK,
-    SyntheticMarket,
-    generate_market,
-    stock_codes,
-    write_synthetic_market,
-)
+from trade_data.synth import STREAM_BLOCK, write_synthetic_market
 
 SIZE = {"symbols": 100, "start": "2020-01-01", "end": "2021-06-30", "seed": 1}
 """100 stocks over 18 months: ~360 daily ICs, a standard error of ~0.006 on their mean."""

@@ -13,9 +13,10 @@ from click.testing import CliRunner
 from trade_core.cli import build_cli
 from trade_core.errors import TradeError
 from trade_core.plugins import get_manager
+from trade_data.market_model import INDEX_BASES, SyntheticMarket, generate_market
 from trade_data.qlib_dir import read_meta, read_table_back, read_universe
 from trade_data.symbols import CHINEXT_20PCT_FROM, Board, board_of, is_valid_symbol
-from trade_data.synth import INDEX_BASES, STREAM_BLOCK, SyntheticMarket, generate_market, write_synthetic_market
+from trade_data.synth import STREAM_BLOCK, write_synthetic_market
 from trade_data.table import validate_table
 
 SYMBOLS = 60

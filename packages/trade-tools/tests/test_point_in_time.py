@@ -20,10 +20,10 @@ import pytest
 from trade_core import hookimpl
 from trade_core.plugins import get_manager
 from trade_core.testing import inline_plugin
+from trade_data.market_model import generate_market
 from trade_data.qlib_dir import DatasetMeta, read_calendar_file, read_instruments_file, write_dataset
 from trade_data.signals import PlantedSignal
 from trade_data.store import MarketStore
-from trade_data.synth import generate_market
 from trade_data.testing import perturb_future
 from trade_tools.episode import DEFAULT_TOOLS, Episode, EpisodeSettings
 from trade_tools.indicators import INDICATORS
