@@ -24,7 +24,7 @@ def main() -> None:
     from trade_reward.outcome import outcome
     from trade_reward.schemes import get_scheme
     from trade_tools.episode import Episode
-    from trade_tools.tasks import day_task
+    from trade_tools.sampler import day_task
     from trade_train.verl_grpo.schema import compute_score
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -45,7 +45,7 @@ def main() -> None:
     from trade_data.store import MarketStore
     from trade_tools.episode import Episode
     from trade_tools.indicators import INDICATOR_TABLE
-    from trade_tools.tasks import day_task
+    from trade_tools.sampler import day_task
 
     rows: list[tuple[str, str, str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:

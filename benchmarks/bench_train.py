@@ -25,7 +25,7 @@ def main() -> None:
     from trade_data.store import MarketStore
     from trade_reward.forward import ground_truth
     from trade_tools.day import TradingDay
-    from trade_tools.tasks import day_task
+    from trade_tools.sampler import day_task
     from trade_tools.trajectory import write_trajectories
     from trade_train.rollouts import step_metrics
     from trade_train.verl_grpo.schema import REWARD_INFO, compute_score, rollout

@@ -27,7 +27,7 @@ from trade_reward.tasks import build_tasks
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
 from trade_tools.records import Task
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 from trade_tools.trajectory import Trajectory
 
 LEAK = re.compile(r"(?i)(?<![a-z0-9])(SH|SZ|BJ)\d{6}|(19|20)\d{2}[-/.]\d{1,2}[-/.]\d{1,2}|\b\d{2}-\d{2}\b")

@@ -15,7 +15,7 @@ from trade_eval.policy import DayUsage, PolicyUnavailable, RunSettings
 from trade_eval.testing import LOOP, STOP, Behaviour, Drop, Fail, FaultServer, Reply
 from trade_tools.day import TradingDay
 from trade_tools.episode import EpisodeSettings
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 
 DATE = "2025-06-20"
 MALFORMED = '{"type": "stop", "reasoning": '

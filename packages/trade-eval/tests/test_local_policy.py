@@ -23,7 +23,7 @@ from trade_eval.policy import POLICIES, RunSettings
 from trade_reward.tasks import build_tasks
 from trade_tools.day import TradingDay
 from trade_tools.episode import DEFAULT_TOOLS
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 from trade_tools.toolcalls import HERMES, parse_reply
 
 HAS_TORCH = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))

@@ -11,7 +11,7 @@ from trade_reward.forward import ground_truth
 from trade_reward.outcome import outcome
 from trade_reward.schemes import get_scheme
 from trade_tools.episode import Episode
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 
 
 def test_the_same_real_orders_score_the_same_in_both_modes(real_store: MarketStore) -> None:

@@ -28,7 +28,7 @@ from trade_reward.taskfolder import TaskRecord, read_manifest, read_records
 from trade_reward.tasks import build_tasks
 from trade_reward.taskstats import task_stats
 from trade_tools.episode import Episode, Task
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 
 SHORT = "train=2023-01-01:2023-03-31,val=2023-04-10:2023-05-31"
 BOUNDS = {"train": (dt.date(2023, 1, 1), dt.date(2023, 3, 31)), "val": (dt.date(2023, 4, 10), dt.date(2023, 5, 31))}

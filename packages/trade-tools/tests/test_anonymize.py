@@ -24,7 +24,7 @@ from trade_tools.anonymize import INDEX_LEVEL, OTHER_SYMBOL, hide_schemas
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode, Task
 from trade_tools.indicators import INDICATORS
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 from trade_tools.tool import TOOLS
 from trade_tools.trajectory import read_trajectories, write_trajectories
 

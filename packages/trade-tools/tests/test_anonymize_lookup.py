@@ -21,7 +21,7 @@ from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
 from trade_tools import text
 from trade_tools.episode import Episode
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 
 DAYS, POOL = 10, 10
 """100 aliases per market: 10 random days of 10 pool stocks."""

@@ -16,7 +16,7 @@ from trade_core.testing import inline_plugin
 from trade_data.store import MarketStore
 from trade_tools.day import TradingDay
 from trade_tools.episode import DEFAULT_TOOLS, Episode, EpisodeSettings, Task
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 from trade_tools.tool import Arguments, Tool
 from trade_tools.trajectory import read_trajectories, write_trajectories
 

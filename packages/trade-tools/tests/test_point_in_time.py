@@ -27,7 +27,7 @@ from trade_data.store import MarketStore
 from trade_data.testing import perturb_future
 from trade_tools.episode import DEFAULT_TOOLS, Episode, EpisodeSettings
 from trade_tools.indicators import INDICATORS
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 from trade_tools.tool import Arguments, Tool
 
 ALPHA = ["KMID", "ROC20", "RSQR60", "CORD30", "Mean($close,5)/Ref($close,10)", "Std($volume,20)/Mean($volume,20)"]

@@ -15,7 +15,7 @@ from trade_tools.alpha import alpha158, alpha158_expressions
 from trade_tools.episode import Episode, EpisodeSettings, Task
 from trade_tools.indicators import INDICATORS
 from trade_tools.prompts import PROMPT_SETS
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 from trade_tools.tool import TOOLS
 
 POOL = ["SH600519", "SZ000001", "SZ300750"]

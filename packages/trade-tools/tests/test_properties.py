@@ -16,7 +16,7 @@ from trade_data.store import MarketStore
 from trade_tools.episode import Episode, Task
 from trade_tools.indicators import INDICATORS
 from trade_tools.rules import ExecutionRules
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 
 CALLS_PER_EPISODE = 25
 EPISODES = 420

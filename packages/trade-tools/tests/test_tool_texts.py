@@ -11,7 +11,7 @@ import pytest
 from trade_data.store import MarketStore
 from trade_tools import text
 from trade_tools.episode import Episode
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 from trade_tools.text import MAX_PERIOD
 
 POOL = ["SH600519", "SZ000001", "SZ300750"]

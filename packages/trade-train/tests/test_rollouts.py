@@ -11,7 +11,7 @@ import pytest
 from trade_data.store import MarketStore
 from trade_reward.forward import ground_truth
 from trade_tools.day import TradingDay
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 from trade_tools.trajectory import read_trajectories, write_trajectories
 from trade_train.rollouts import Rollout, step_metrics
 from trade_train.verl_grpo.schema import CONVERSATION, EPISODE, REWARD_INFO, compute_score, rollout

@@ -61,7 +61,7 @@ from trade_tools.day import TradingDay
 from trade_tools.episode import MAX_TURNS, Episode, EpisodeSettings
 from trade_tools.records import GroundTruth, Task
 from trade_tools.rules import ExecutionRules
-from trade_tools.tasks import draw_pool, task_rng
+from trade_tools.sampler import draw_pool, task_rng
 from trade_tools.trajectory import Trajectory
 
 log = structlog.get_logger("trade.eval")

@@ -21,7 +21,7 @@ from trade_data.qlib_dir import swap_into_place
 from trade_reward.forward import HORIZON
 from trade_tools.episode import Task
 from trade_tools.records import GroundTruth
-from trade_tools.tasks import CAPITAL, MAX_HOLDINGS, WEIGHT_RANGE
+from trade_tools.sampler import CAPITAL, MAX_HOLDINGS, WEIGHT_RANGE
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 2

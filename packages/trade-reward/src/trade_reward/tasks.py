@@ -1,6 +1,6 @@
 """``trade data tasks``: sample every embargoed T0 of each time split and write a tasks folder.
 
-Tasks are drawn by trade-tools' one sampler (:mod:`trade_tools.tasks`, seeded by (seed, T0, k), so a day's
+Tasks are drawn by trade-tools' one sampler (:mod:`trade_tools.sampler`, seeded by (seed, T0, k), so a day's
 tasks do not change when the split ranges around it do); each gets its ground truth from the market data and
 the prompts :meth:`Episode.messages` renders point in time. The forward returns go into the record's
 ``ground_truth`` only. The folder's format is :mod:`trade_reward.taskfolder`; splits are :mod:`trade_reward.splits`.
@@ -25,7 +25,7 @@ from trade_reward.splits import Split, days_per_split, parse_pool_size, parse_sp
 from trade_reward.taskfolder import Manifest, SamplerSettings, SplitSummary, TaskRecord, check_out, write_folder
 from trade_tools.episode import Episode
 from trade_tools.rules import ExecutionRules
-from trade_tools.tasks import draw_task, task_rng
+from trade_tools.sampler import draw_task, task_rng
 
 log = structlog.get_logger("trade.tasks")
 

@@ -24,7 +24,7 @@ from trade_tools.episode import Episode
 from trade_tools.execution import Refused, apply_fill, plan_order
 from trade_tools.exploit import buyable_ranking
 from trade_tools.portfolio import Fill, Position
-from trade_tools.tasks import MAX_HOLDINGS, WEIGHT_RANGE, task_rng
+from trade_tools.sampler import MAX_HOLDINGS, WEIGHT_RANGE, task_rng
 
 MOMENTUM_TOP = 5
 MOMENTUM_DAYS = 20

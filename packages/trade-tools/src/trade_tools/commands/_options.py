@@ -60,7 +60,7 @@ def open_episode(
 ) -> Episode:
     from trade_data.store import MarketStore
     from trade_tools.episode import Episode
-    from trade_tools.tasks import day_task, parse_holdings
+    from trade_tools.sampler import day_task, parse_holdings
 
     store = MarketStore.load(data)
     task = day_task(

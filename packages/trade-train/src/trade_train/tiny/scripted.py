@@ -12,7 +12,7 @@ import numpy as np
 from trade_data.store import MarketStore
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
-from trade_tools.tasks import day_task
+from trade_tools.sampler import day_task
 
 
 @dataclass(frozen=True)
