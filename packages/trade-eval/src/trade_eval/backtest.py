@@ -34,6 +34,8 @@ from typing import Any
 import structlog
 
 from trade_core.errors import TradeError, error_line
+from trade_core.hookspecs import trade_run_finished
+from trade_core.plugins import TradePluginManager, get_manager
 from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
 from trade_eval.metrics import Conventions, activity, attribution, performance, seed_spread
@@ -108,10 +110,14 @@ class Backtest:
         max_turns: int = MAX_TURNS,
         rules: ExecutionRules | None = None,
         anonymize: bool = False,
+        manager: TradePluginManager | None = None,
     ) -> None:
         """``pool``: the run's stocks (else ``pool_size`` drawn with ``seed`` on the first day); ``anonymize``:
-        each day's Task is anonymized (:mod:`trade_tools.anonymize`), its aliases drawn afresh every day."""
+        each day's Task is anonymized (:mod:`trade_tools.anonymize`), its aliases drawn afresh every day;
+        ``manager``: the plugins each day's Episode and the run's end are played with (default: the process-wide
+        ones)."""
         self.store = store
+        self.manager = manager or get_manager()
         self.start = start
         self.dates = plan_dates(store, start, num_days)
         self.base_date = store.shift(self.dates[0], -1)
@@ -173,7 +179,7 @@ class Backtest:
             universe=self.universe,
             anonymized=self.anonymize,
         )
-        episode = Episode.start(task, self.store, rules=self.rules, settings=self.settings)
+        episode = Episode.start(task, self.store, rules=self.rules, settings=self.settings, manager=self.manager)
         return TradingDay(episode, None if policy.reads_prompt else []), dividends
 
     def truth(self, task: Task) -> GroundTruth | None:
@@ -347,6 +353,7 @@ def run_backtest(
         write_json(out / SUMMARY, summary)
     failed = sum(r.status == "failed" for r in records)
     log.info("backtest.done", out=str(out), days=len(records), failed=failed, nav=records[-1].nav)
+    backtest.manager.notify(trade_run_finished, kind="backtest", folder=out)
     return summary
 
 

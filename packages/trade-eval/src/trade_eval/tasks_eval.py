@@ -34,6 +34,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from trade_core.errors import TradeError, error_line
 from trade_core.files import atomic_write
+from trade_core.hookspecs import trade_run_finished
+from trade_core.plugins import TradePluginManager, get_manager
 from trade_data.store import MarketStore
 from trade_eval.backtest import LEFT_OPEN, versions
 from trade_eval.policies.llm import shared_clients
@@ -204,12 +206,15 @@ class TasksEval:
         samples: int = 1,
         *,
         anonymize: bool = False,
+        manager: TradePluginManager | None = None,
     ) -> None:
         """``anonymize``: play plain tasks anonymized, their prompts rendered again with aliases (a folder
-        built with ``--anonymize`` already is)."""
+        built with ``--anonymize`` already is); ``manager``: the plugins each Episode and the run's end are played
+        with (default: the process-wide ones)."""
         if not schemes:
             raise TradeError("no reward scheme to score with", hint="pass --scheme bucketed")
         self.store = store
+        self.manager = manager or get_manager()
         self.records = [anonymized(record, store) for record in records] if anonymize else list(records)
         self.schemes = list(schemes)
         self.samples = samples
@@ -227,7 +232,7 @@ class TasksEval:
         self, policy: Policy, settings: RunSettings, record: TaskRecord, sample: int, server: str | None
     ) -> tuple[EpisodeRecord, Trajectory]:
         """Play one task as one episode (sample ``sample`` seeds the sampling apart) and score it."""
-        episode = Episode.start(record.task, self.store)
+        episode = Episode.start(record.task, self.store, manager=self.manager)
         day = TradingDay(episode, record.prompt if policy.reads_prompt else [])
         run = settings.model_copy(update={"base_url": server, "seed": settings.seed + sample})
         usage, failure = DayUsage(), ""
@@ -445,6 +450,7 @@ def run_tasks(
         play_into(evaluation, policy, settings, out, records, servers, concurrency, progress)
         summary = summarize(records, [s.name for s in evaluation.schemes])
         write_json(out / SUMMARY, summary)
+    evaluation.manager.notify(trade_run_finished, kind="tasks", folder=out)
     return summary
 
 

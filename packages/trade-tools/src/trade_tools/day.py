@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from trade_core.plugins import TradePluginManager
 from trade_data.store import MarketStore
 from trade_tools.episode import Episode, EpisodeSettings, Task
 from trade_tools.rules import ExecutionRules
@@ -53,9 +54,10 @@ class TradingDay:
         *,
         rules: ExecutionRules | None = None,
         settings: EpisodeSettings | None = None,
+        manager: TradePluginManager | None = None,
     ) -> TradingDay:
         """Open ``task`` on ``store`` (:meth:`Episode.start`) with the Episode's own prompt."""
-        return cls(Episode.start(task, store, rules=rules, settings=settings))
+        return cls(Episode.start(task, store, rules=rules, settings=settings, manager=manager))
 
     @property
     def is_open(self) -> bool:

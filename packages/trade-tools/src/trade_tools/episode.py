@@ -4,7 +4,8 @@ The same Episode runs inside verl's agent loop, the backtest, the single-day CLI
 distillation export, so training and evaluation cannot drift apart; they play it turn by turn through
 :class:`~trade_tools.day.TradingDay`. It is a pydantic model that serialises to JSON (for verl's
 ``extra_fields`` and trajectory files); the market data it reads is bound separately
-(:meth:`Episode.bind`), as T0's point-in-time view only, and never serialised.
+(:meth:`Episode.bind`), as T0's point-in-time view only, and never serialised; so is the plugin manager
+whose tools, prompt sets and event hooks it uses (the process-wide one unless the caller passes its own).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from pydantic import BaseModel, Field, PrivateAttr, SerializerFunctionWrapHandle
 from pydantic_core import ErrorDetails
 
 from trade_core.errors import TradeError
+from trade_core.plugins import TradePluginManager, get_manager
 from trade_data.store import MarketStore, PointInTimeView
 from trade_data.symbols import Board, board_of
+from trade_tools import hookspecs
 from trade_tools.anonymize import Aliases, hide_schemas
 from trade_tools.execution import portfolio_value
 from trade_tools.limits import MAX_TURNS
@@ -52,11 +55,11 @@ class EpisodeSettings(BaseModel):
     inject_tool_descriptions: bool = True
 
 
-def task_settings(task: Task, settings: EpisodeSettings) -> EpisodeSettings:
+def task_settings(task: Task, settings: EpisodeSettings, manager: TradePluginManager) -> EpisodeSettings:
     """``settings`` with the tools and prompt set that ``task`` names (unknown names: a TradeError)."""
     update: dict[str, Any] = {}
     if task.tools is not None:
-        known = TOOLS.all()
+        known = TOOLS.all(manager)
         unknown = [name for name in task.tools if name not in known]
         if unknown or not task.tools:
             what = f"unknown tools {', '.join(unknown)}" if unknown else "no tool"
@@ -65,7 +68,7 @@ def task_settings(task: Task, settings: EpisodeSettings) -> EpisodeSettings:
     if task.prompt_set is not None:
         from trade_tools.prompts import PROMPT_SETS
 
-        PROMPT_SETS.get(task.prompt_set)  # an unknown set fails here, naming the known ones
+        PROMPT_SETS.get(task.prompt_set, manager)  # an unknown set fails here, naming the known ones
         update["prompt_set"] = task.prompt_set
     return settings.model_copy(update=update) if update else settings
 
@@ -89,6 +92,7 @@ class Episode(BaseModel):
     status_reason: str = ""
     aliases: Aliases | None = Field(None, description="set when the task is anonymized: what the model saw as what")
     _view: PointInTimeView | None = PrivateAttr(None)
+    _manager: TradePluginManager | None = PrivateAttr(None)
     _calendar: np.ndarray | None = PrivateAttr(None)
 
     @model_serializer(mode="wrap")
@@ -107,12 +111,14 @@ class Episode(BaseModel):
         *,
         rules: ExecutionRules | None = None,
         settings: EpisodeSettings | None = None,
+        manager: TradePluginManager | None = None,
     ) -> Episode:
         """Open the episode for ``task`` on ``store``; a task the data cannot support is a TradeError. The task's
         own tools and prompt set, where it names them, replace those of ``settings``: every trainer, evaluation
-        and replay of the task then offers the model the same day."""
+        and replay of the task then offers the model the same day. ``manager``: see :meth:`bind`."""
         view = store.asof(task.date)
-        settings = task_settings(task, settings or EpisodeSettings())
+        manager = manager or get_manager()
+        settings = task_settings(task, settings or EpisodeSettings(), manager)
         for symbol in [*task.pool, *task.holdings]:
             if not view.knows(symbol) or board_of(symbol) is Board.INDEX:
                 raise TradeError(f"task {task.task_id}: {symbol} is not a stock listed by {task.date}")
@@ -132,14 +138,21 @@ class Episode(BaseModel):
             value_before=portfolio_value(view, task.cash, positions),
             aliases=aliases,
         )
-        return episode.bind(store)
+        return episode.bind(store, manager)
 
-    def bind(self, store: MarketStore) -> Episode:
+    def bind(self, store: MarketStore, manager: TradePluginManager | None = None) -> Episode:
         """Attach market data (after loading an Episode from JSON): T0's view only, never the store, so no
-        tool can read a bar after T0; what needs later days (the ground truth) is computed outside."""
+        tool can read a bar after T0; what needs later days (the ground truth) is computed outside. ``manager``
+        supplies the tools, prompt sets and event hooks (:attr:`manager`)."""
+        self._manager = manager or self._manager
         self._view = store.asof(self.task.date)
         self._calendar = store.dates[: self._view.index + 1]
         return self
+
+    @property
+    def manager(self) -> TradePluginManager:
+        """The manager the episode was started or bound with; else (one read from a file) the process-wide one."""
+        return self._manager or get_manager()
 
     @property
     def view(self) -> PointInTimeView:
@@ -150,7 +163,7 @@ class Episode(BaseModel):
     # -- tools -------------------------------------------------------------------------------
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        tools = TOOLS.all()
+        tools = TOOLS.all(self.manager)
         schemas = [tools[name].schema() for name in self.settings.tools if name in tools]
         return hide_schemas(schemas) if self.aliases else schemas
 
@@ -213,13 +226,14 @@ class Episode(BaseModel):
     def call(self, name: str, arguments: str | dict[str, Any] | None) -> str:
         """Run one tool call and return the text the model sees, within the tool's character budget.
 
-        Errors are texts too, never raised, and the budget holds for them as for any answer.
+        Errors are texts too, never raised, and the budget holds for them as for any answer. Plugins hear the
+        call and its answer (``trade_tool_called``).
         """
         self.tool_calls += 1
-        name = name if isinstance(name, str) else repr(name)  # a parser may hand over anything
+        name = written = name if isinstance(name, str) else repr(name)  # a parser may hand over anything
         if self.aliases:
             name = self.aliases.arguments(name)
-        tool = TOOLS.all().get(name) if name in self.settings.tools else None
+        tool = TOOLS.all(self.manager).get(name) if name in self.settings.tools else None
         try:
             text = self._dispatch(name, tool, arguments)
         except ToolError as error:
@@ -233,7 +247,9 @@ class Episode(BaseModel):
         text = self.hide(text)
         budget = self.settings.char_budgets.get(name) or (tool.budget if tool else Tool.budget)
         marker = "\n…（已截断）"
-        return text if len(text) <= budget else text[: budget - len(marker)] + marker
+        text = text if len(text) <= budget else text[: budget - len(marker)] + marker
+        self.manager.notify(hookspecs.trade_tool_called, episode=self, name=written, arguments=arguments, answer=text)
+        return text
 
     def _dispatch(self, name: str, tool: Tool | None, arguments: str | dict[str, Any] | None) -> str:
         if self.status != "open":
@@ -291,7 +307,7 @@ class Episode(BaseModel):
         """The opening system and user messages, rendered by the episode's prompt set."""
         from trade_tools.prompts import PROMPT_SETS
 
-        prompts = PROMPT_SETS.get(self.settings.prompt_set)
+        prompts = PROMPT_SETS.get(self.settings.prompt_set, self.manager)
         return [
             {"role": "system", "content": self.hide(prompts.system(self))},
             {"role": "user", "content": self.hide(prompts.user(self))},

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from trade_core.hookspecs import hookspec
+from trade_core.hookspecs import eventspec, hookspec
 
 if TYPE_CHECKING:
+    from trade_tools.episode import Episode
+    from trade_tools.portfolio import Fill
     from trade_tools.prompts import PromptSet
     from trade_tools.tool import Tool
 
@@ -23,3 +25,26 @@ def trade_register_tools(register: Callable[[Tool], None]) -> None:
 @hookspec
 def trade_register_prompt_sets(register: Callable[[PromptSet], None]) -> None:
     """Register prompt sets (system and user prompt renderers; key: ``prompt_set.name``). Added in 0.1."""
+
+
+@eventspec
+def trade_tool_called(episode: Episode, name: str, arguments: str | dict[str, Any] | None, answer: str) -> None:
+    """A tool call was played (one turn of the tool loop): ``name`` and ``arguments`` as the model wrote them,
+    ``answer`` the text it reads back (an error text too), ``episode`` the state after the call.
+
+    Called after every call, in training rollouts as in evaluation, so keep it cheap (no I/O per call in a
+    rollout worker); what an anonymized model saw is aliased, ``episode.reveal(answer)`` is the real text. Only
+    observe: changing the episode here would make the day differ from what the model was told. Added in 0.1.
+    """
+
+
+@eventspec
+def trade_veto_order(episode: Episode, order: Fill) -> str | None:
+    """An order is about to execute: ``order`` is its planned fill (real symbol and shares, price, fees) on
+    ``episode`` before the trade; return a reason to veto it, or None to let it through.
+
+    A vetoed order changes nothing (cash, positions and the day's actions stay as they were) and the model
+    reads ``错误：订单被否决：<reason>`` as the call's answer, so write the reason in the model's language.
+    Orders the rules refuse never get here. A plugin that raises is reported once and not asked again: it
+    does not veto. Added in 0.1.
+    """

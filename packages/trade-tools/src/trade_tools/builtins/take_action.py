@@ -1,4 +1,4 @@
-"""``TakeAction``: buy, sell or stop, executed at the T0 close under the episode's rules."""
+"""``TakeAction``: buy, sell or stop, executed at the T0 close under the episode's rules (and plugins' vetoes)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
+from trade_tools import hookspecs
 from trade_tools.execution import Refused, apply_fill, plan_order
 from trade_tools.portfolio import MAX_SHARES, ActionRecord
 from trade_tools.text import shown
-from trade_tools.tool import Arguments, Tool
+from trade_tools.tool import Arguments, Tool, ToolError
 
 if TYPE_CHECKING:
     from trade_tools.episode import Episode
@@ -52,6 +53,13 @@ class TakeAction(Tool):
         except Refused as refusal:
             record.reason = str(refusal)
             return f"订单被拒绝：{refusal}。{_account(episode)}"
+        vetoes = [
+            str(reason)
+            for _, reason in episode.manager.notify(hookspecs.trade_veto_order, episode=episode, order=record.fill)
+        ]
+        if vetoes:  # as if the order had never been placed: the model reads why, as an error
+            episode.actions.remove(record)
+            raise ToolError(f"订单被否决：{'；'.join(vetoes)}")
         record.accepted = True
         episode.cash = apply_fill(record.fill, episode.cash, episode.positions)
         fill = record.fill

@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from trade_core.errors import TradeError
+from trade_core.hookspecs import trade_run_finished
+from trade_core.plugins import get_manager
 
 
 class TrainGroup(click.Group):
@@ -122,7 +124,10 @@ def train_group(
         click.echo("dry run: config valid; nothing launched")
         return
     click.echo("config valid; launching")
-    ctx.exit(plan.launch())
+    code = plan.launch()
+    if code == 0:
+        get_manager().notify(trade_run_finished, kind="training", folder=plan.run_dir)
+    ctx.exit(code)
 
 
 @train_group.command("export")

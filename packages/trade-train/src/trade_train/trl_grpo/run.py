@@ -25,9 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trade_core.cpu_generation import fast_cpu_sampling
 from trade_core.errors import TradeError
+from trade_core.plugins import get_manager
 from trade_data.store import MarketStore
 from trade_tools.episode import MAX_TURNS, EpisodeSettings
 from trade_tools.trajectory import write_trajectories
+from trade_train.hookspecs import trade_step_metrics
 from trade_train.rollouts import Rollout, flat_warning, step_metrics
 
 log = structlog.get_logger("trade.train")
@@ -125,6 +127,7 @@ def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
             with open(run_dir / METRICS, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"step": step, **metrics}) + "\n")
             log.info("trl_grpo.step", step=step, **{k.removeprefix("trade/"): round(v, 4) for k, v in metrics.items()})
+            get_manager().notify(trade_step_metrics, trainer=SOURCE, step=step, metrics=metrics)
             if warning := flat_warning(metrics):
                 log.warning("trl_grpo.flat_groups", step=step, warning=warning)
 

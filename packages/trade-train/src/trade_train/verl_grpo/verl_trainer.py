@@ -27,7 +27,9 @@ from verl.trainer import main_ppo
 from verl.trainer.ppo import v1
 from verl.trainer.ppo.v1 import trainer_base
 
+from trade_core.plugins import get_manager
 from trade_tools.trajectory import write_trajectories
+from trade_train.hookspecs import trade_step_metrics
 from trade_train.rollouts import Rollout, flat_warning, step_metrics
 from trade_train.verl_grpo.schema import EPISODE, rollout
 
@@ -73,6 +75,7 @@ class TradingMetrics:
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)  # type: ignore[misc]
         trading = step_metrics(self._rollouts(batch))
         metrics.update(trading)
+        get_manager().notify(trade_step_metrics, trainer="verl-grpo", step=global_steps, metrics=metrics)
         if warning := flat_warning(trading):
             log.warning("verl_grpo.flat_groups", step=global_steps, warning=warning)
 

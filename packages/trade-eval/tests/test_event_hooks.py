@@ -1,0 +1,174 @@
+"""Event hooks observed on real runs: each tool call, an order a plugin vetoes, a finished backtest and tasks run.
+
+The example plugin (examples/risk-plugin) is registered on a fresh manager for the in-process runs and really
+pip-installed for the CLI listing, as a user's ``pip install`` gives it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from trade_core import hookimpl
+from trade_core.plugins import TradePluginManager, load_entry_points, new_manager
+from trade_core.testing import inline_plugin, run_trade
+from trade_data.store import MarketStore
+from trade_data.synth import write_synthetic_market
+from trade_eval.backtest import Backtest, new_manifest, run_backtest
+from trade_eval.policies.baselines import EqualWeight
+from trade_eval.policy import RunSettings
+from trade_tools.episode import Episode
+from trade_tools.records import Task
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "risk-plugin"
+POOL = ["SH600002", "SZ000001", "SZ000002"]
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> MarketStore:
+    """A synthetic market of 10 stocks over 2020's first quarter, as `trade data synth` leaves one."""
+    out = write_synthetic_market(tmp_path_factory.mktemp("synth") / "m", 10, "2020-01-01", "2020-03-31")
+    return MarketStore.load(out)
+
+
+@pytest.fixture
+def manager() -> TradePluginManager:
+    """Every installed plugin on a manager of the test's own: the process-wide one never sees the inline plugins."""
+    manager = new_manager()
+    load_entry_points(manager)
+    return manager
+
+
+@pytest.fixture
+def risk_cap(manager: TradePluginManager, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The example plugin's module, registered on ``manager`` with a cap of 25% of the portfolio."""
+    spec = importlib.util.spec_from_file_location("trade_risk_cap", EXAMPLE / "src" / "trade_risk_cap" / "__init__.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    monkeypatch.setenv("TRADE_RISK_CAP", "0.25")
+    manager.register(module, "risk-cap")
+    return module
+
+
+def _episode(synth: MarketStore, manager: TradePluginManager) -> Episode:
+    task = Task(task_id="hooks", date=synth.dates[30].astype(object), pool=POOL, cash=1_000_000.0)
+    return Episode.start(task, synth, manager=manager)
+
+
+def test_each_tool_call_is_heard_with_what_the_model_wrote_and_read(
+    synth: MarketStore, manager: TradePluginManager
+) -> None:
+    heard: list[tuple[str, Any, str, int]] = []
+
+    class Listener:
+        @hookimpl
+        def trade_tool_called(self, episode: Episode, name: str, arguments: Any, answer: str) -> None:
+            heard.append((name, arguments, answer, episode.tool_calls))
+
+    with inline_plugin(manager, Listener(), "listener"):
+        episode = _episode(synth, manager)
+        calls = [
+            ("get_price_data", json.dumps({"symbol": POOL[0]})),
+            ("get_news", "{}"),
+            ("TakeAction", {"type": "stop", "reasoning": "观望"}),
+        ]
+        answers = [episode.call(name, arguments) for name, arguments in calls]
+    assert heard == [(n, a, text, i) for i, ((n, a), text) in enumerate(zip(calls, answers, strict=True), start=1)]
+    assert answers[1].startswith("错误：未知工具") and answers[2].startswith("已结束今日交易")
+
+
+def test_a_vetoed_order_changes_nothing_and_the_model_reads_why(
+    synth: MarketStore, manager: TradePluginManager, risk_cap: ModuleType
+) -> None:
+    episode = _episode(synth, manager)
+    close = episode.view.last_close(POOL[0])
+    big = int(0.3 * 1_000_000 / close) // 100 * 100  # 30% of the portfolio: over the cap
+    before = episode.model_dump()
+    answer = episode.call("TakeAction", {"type": "buy", "symbol": POOL[0], "amount": big})
+    assert answer.startswith("错误：订单被否决：买入后该股票将占组合的3") and answer.endswith("超过单只股票25%的上限")
+    after = episode.model_dump()
+    assert (after["tool_calls"], after["tool_errors"]) == (1, 1)
+    assert {k: v for k, v in after.items() if k not in ("tool_calls", "tool_errors")} == {
+        k: v for k, v in before.items() if k not in ("tool_calls", "tool_errors")
+    }
+    assert [(v["symbol"], v["shares"]) for v in risk_cap.vetoed] == [(POOL[0], big)]
+
+    small = int(0.2 * 1_000_000 / close) // 100 * 100
+    assert episode.call("TakeAction", {"type": "buy", "symbol": POOL[0], "amount": small}).startswith("成交：买入")
+    assert episode.positions[POOL[0]].shares == small and len(episode.actions) == 1
+
+
+def _backtest(synth: MarketStore, manager: TradePluginManager, out: Path) -> dict[str, Any]:
+    start = synth.dates[30].astype(object)
+    backtest = Backtest(synth, start, 3, pool=POOL, manager=manager)
+    manifest = new_manifest(
+        backtest, "equal-weight", RunSettings(), command=["test"], data=synth.path, pool_file=None, pool_size=None
+    )
+    return run_backtest(backtest, EqualWeight(), RunSettings(), out, manifest, progress=False)
+
+
+def test_a_backtest_under_the_example_plugin_holds_cash_and_notes_the_vetoes_in_its_folder(
+    synth: MarketStore, manager: TradePluginManager, risk_cap: ModuleType, tmp_path: Path
+) -> None:
+    finished: list[tuple[str, Path]] = []
+
+    class Watcher:
+        @hookimpl
+        def trade_run_finished(self, kind: str, folder: Path) -> None:
+            finished.append((kind, folder))
+            assert (folder / "summary.json").is_file()  # the folder is complete when the hook runs
+
+    with inline_plugin(manager, Watcher(), "watcher"):
+        _backtest(synth, manager, tmp_path / "capped")
+    assert finished == [("backtest", tmp_path / "capped")]
+    days = [json.loads(line) for line in (tmp_path / "capped" / "days.jsonl").read_text().splitlines()]
+    assert [day["holdings"] for day in days] == [{}, {}, {}]  # equal weight in 3 stocks is 33% each: all vetoed
+    note = json.loads((tmp_path / "capped" / "risk_cap.json").read_text())
+    assert (note["kind"], note["cap"]) == ("backtest", 0.25)
+    assert {(v["date"], v["symbol"]) for v in note["vetoed"]} == {(d["date"], s) for d in days for s in POOL}
+    assert all(v["weight"] > 0.25 for v in note["vetoed"])
+    assert risk_cap.vetoed == []  # noted once, for this run only
+
+    plain = new_manager()
+    load_entry_points(plain)
+    _backtest(synth, plain, tmp_path / "free")  # the installed plugins only: no cap
+    free = [json.loads(line) for line in (tmp_path / "free" / "days.jsonl").read_text().splitlines()]
+    assert set(free[0]["holdings"]) == set(POOL) and not (tmp_path / "free" / "risk_cap.json").exists()
+
+
+def test_a_plugin_raising_in_an_event_hook_is_reported_once_and_the_run_goes_on(
+    synth: MarketStore, manager: TradePluginManager, tmp_path: Path
+) -> None:
+    class Broken:
+        @hookimpl
+        def trade_veto_order(self, episode: Episode, order: Any) -> str | None:
+            raise RuntimeError("broken on purpose")
+
+    with inline_plugin(manager, Broken(), "broken"):
+        _backtest(synth, manager, tmp_path / "run")
+    assert [(f.origin.name, f.hook) for f in manager.failures] == [("broken", "trade_veto_order")]
+    days = [json.loads(line) for line in (tmp_path / "run" / "days.jsonl").read_text().splitlines()]
+    assert set(days[0]["holdings"]) == set(POOL)  # a broken plugin vetoes nothing
+
+
+@pytest.mark.slow  # pip-installs the example
+def test_the_installed_example_is_listed_with_the_events_it_hears(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(EXAMPLE)]
+    subprocess.run(pip, check=True)
+    run = run_trade("plugins", "--json", env={"PYTHONPATH": str(site)})
+    assert run.code == 0, run.err
+    row = next(p for p in json.loads(run.out)["plugins"] if p["name"] == "risk-cap")
+    assert (row["distribution"], row["status"], row["hooks"]) == ("trade-risk-cap", "ok", {})
+    assert row["events"] == ["trade_run_finished", "trade_veto_order"]
+    text = run_trade("plugins", env={"PYTHONPATH": str(site)}).out
+    listed = "risk-cap  (trade-risk-cap 0.1.0, trade_risk_cap)\n    events: trade_run_finished, trade_veto_order\n"
+    assert listed in text
+    assert run_trade("plugins", env={"PYTHONPATH": str(site), "TRADE_DISABLE_PLUGINS": "tools"}).code == 0
