@@ -25,6 +25,11 @@ TUNE_S = 1800
 TUTORIAL = dt.date(2025, 6, 20)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Opt into trade-data's fixtures (a conftest below the rootdir cannot name them in ``pytest_plugins``)."""
+    config.pluginmanager.import_plugin("trade_data.testing")
+
+
 @pytest.fixture
 def backtest(real_store: MarketStore):  # type: ignore[no-untyped-def]
     """``backtest(num_days, start=TUTORIAL, **kwargs)``: a :class:`Backtest` on the real data (pool of 20, seed 0)."""
