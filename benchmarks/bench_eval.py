@@ -29,10 +29,11 @@ def main() -> None:
     configure_logging(level="warning")
 
     from trade_data.store import MarketStore
-    from trade_eval.backtest import Backtest, compare, new_manifest, open_run, play_into
+    from trade_eval.backtest import Backtest, compare, new_manifest, play_into
     from trade_eval.metrics import Conventions
     from trade_eval.policies.baselines import BASELINES, Hold
     from trade_eval.policy import RunSettings
+    from trade_tools.runfolder import open_run
 
     class PromptedHold(Hold):
         """hold, but rendering the day's system and user prompts as a model's day does."""

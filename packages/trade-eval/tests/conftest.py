@@ -25,11 +25,6 @@ TUNE_S = 1800
 TUTORIAL = dt.date(2025, 6, 20)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Opt into trade-data's fixtures (a conftest below the rootdir cannot name them in ``pytest_plugins``)."""
-    config.pluginmanager.import_plugin("trade_data.testing")
-
-
 @pytest.fixture
 def backtest(real_store: MarketStore):  # type: ignore[no-untyped-def]
     """``backtest(num_days, start=TUTORIAL, **kwargs)``: a :class:`Backtest` on the real data (pool of 20, seed 0)."""
@@ -67,7 +62,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 HOLD = """
 import os, signal, sys
 from pathlib import Path
-from trade_eval.runfolder import writer_lock
+from trade_tools.runfolder import writer_lock
 with writer_lock(Path(sys.argv[1])):
     print("held", flush=True)
     if sys.argv[2] == "die":

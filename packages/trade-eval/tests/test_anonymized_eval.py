@@ -17,8 +17,6 @@ from trade_data.symbols import Board, board_of
 from trade_data.synth import write_synthetic_market
 from trade_eval.policies.baselines import EqualWeight, Momentum
 from trade_eval.policy import Policy, RunSettings
-from trade_eval.runfolder import DAYS, MANIFEST, TRAJECTORIES
-from trade_eval.tasks_eval import EPISODES
 from trade_eval.testing import STOP, FaultServer, Reply, Request
 from trade_reward.forward import ground_truth
 from trade_reward.outcome import outcome
@@ -27,6 +25,7 @@ from trade_reward.tasks import build_tasks
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
 from trade_tools.records import Task
+from trade_tools.runfolder import DAYS, EPISODES, MANIFEST, TRAJECTORIES
 from trade_tools.sampler import day_task
 from trade_tools.trajectory import Trajectory
 

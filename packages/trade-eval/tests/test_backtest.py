@@ -12,12 +12,13 @@ import pytest
 
 from trade_core.errors import TradeError
 from trade_data.store import MarketStore
-from trade_eval.backtest import LEFT_OPEN, Backtest, new_manifest, run_backtest
+from trade_eval.backtest import Backtest, new_manifest, run_backtest
 from trade_eval.policies.baselines import EqualWeight, Hold, Random
 from trade_eval.policy import DayUsage, PolicyUnavailable, RunSettings
-from trade_eval.runfolder import DAYS, MANIFEST, SUMMARY, TRAJECTORIES, DayRecord
+from trade_eval.run import LEFT_OPEN
 from trade_tools.day import TradingDay
 from trade_tools.rules import ExecutionRules
+from trade_tools.runfolder import DAYS, MANIFEST, SUMMARY, TRAJECTORIES, DayRecord
 
 
 class Flaky(EqualWeight):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from trade_core.testing import imports_of, run_trade
-from trade_eval.runfolder import DAYS, LOCK, MANIFEST, SUMMARY, TRAJECTORIES
+from trade_tools.runfolder import DAYS, LOCK, MANIFEST, SUMMARY, TRAJECTORIES
 
 WINDOW = ("--start-date", "2025-06-20", "--initial-cash", "1000000")
 

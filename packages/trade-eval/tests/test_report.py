@@ -172,7 +172,7 @@ def test_load_run_never_raises_for_broken_files(runs: dict[str, Path], tmp_path:
     assert loaded.manifest == {} and loaded.summary is None and loaded.days == []
     assert len(loaded.trajectories) == 5
     assert loaded.problems[0] == "manifest.json: not a JSON object"
-    assert loaded.problems[1].startswith("days.jsonl:1: not a DayRecord (index: Field required")
+    assert loaded.problems[1].startswith("days.jsonl:1: not a DayRecord (tool_calls: Field required")
     assert loaded.problems[2].startswith("summary.json: unreadable (")
     write_report([loaded], tmp_path / "report.html")
     assert "manifest.json: not a JSON object" in (tmp_path / "report.html").read_text(encoding="utf-8")

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from trade_core.testing import run_trade
-from trade_eval.backtest import SEEDS
 from trade_eval.memorisation import cutoff_warning
-from trade_eval.runfolder import MANIFEST, SUMMARY
+from trade_tools.runfolder import MANIFEST, SEEDS, SUMMARY
 
 ARGS = ("eval", "backtest", "--policy", "random", "--start-date", "2025-06-20", "--num-days", "4")
 

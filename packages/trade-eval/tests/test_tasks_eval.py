@@ -12,13 +12,13 @@ from trade_core.errors import TradeError
 from trade_core.testing import run_trade
 from trade_data.store import MarketStore
 from trade_eval.policy import POLICIES, RunSettings
-from trade_eval.runfolder import MANIFEST, SUMMARY, TRAJECTORIES
-from trade_eval.tasks_eval import EPISODES, TasksEval, load_tasks, new_manifest, run_tasks
+from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
 from trade_eval.testing import LOOP, STOP, Fail, FaultServer, Reply, Request
 from trade_reward.commands.explain import breakdown, play
 from trade_reward.schemes import get_scheme
 from trade_reward.tasks import build_tasks
 from trade_tools.episode import Episode
+from trade_tools.runfolder import EPISODES, MANIFEST, SUMMARY, TRAJECTORIES
 from trade_tools.trajectory import Trajectory
 
 SPLIT = "test=2025-07-01:2025-07-14"

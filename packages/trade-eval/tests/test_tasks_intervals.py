@@ -8,9 +8,10 @@ import random
 
 import numpy as np
 
-from trade_eval.tasks_eval import EpisodeRecord, summarize, summary_lines
+from trade_eval.tasks_eval import summarize, summary_lines
 from trade_eval.uncertainty import Bootstrap, Clusters
 from trade_tools.records import Reward
+from trade_tools.runfolder import EpisodeRecord
 
 
 def _episode(

@@ -74,7 +74,8 @@ def test_wrong_settings_are_one_line_before_anything_is_written(tasks: Path, tmp
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL not installed (tox -e trl)")
 def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(tasks: Path, real_dataset: Path, tmp_path: Path) -> None:
-    from trade_train.trl_grpo.run import METRICS, TRAJECTORIES, train
+    from trade_tools.runfolder import METRICS, ROLLOUTS, step_file
+    from trade_train.trl_grpo.run import train
 
     model = tmp_path / "tiny"
     # Enough fine-tuning that some first replies are well-formed calls (~1-2 min alone on 2 cores; slower when shared)
@@ -102,7 +103,7 @@ def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(tasks: Path, real_
         assert line["trade/trajectories"] == 4 and line["trade/groups"] == 1
         assert {"trade/reward/score/mean", "trade/stop_rate", "trade/tool_error_rate"} <= line.keys()
         assert "trade/zero_variance_groups" in line and "trade/failure/no_stop" in line
-    records = [r for step in (1, 2) for r in read_trajectories(run_dir / TRAJECTORIES / f"{step}.jsonl")]
+    records = [r for step in (1, 2) for r in read_trajectories(step_file(run_dir / ROLLOUTS, step))]
     assert len(records) == 8 and {r.source for r in records} == {"trl-grpo"} and {r.step for r in records} == {1, 2}
     assert any(m.tool_calls for r in records for m in r.messages)
     assert all(r.reward is not None and r.ground_truth is not None for r in records)

@@ -9,10 +9,8 @@ from pathlib import Path
 import click
 
 from trade_core.errors import TradeError
+from trade_tools.runfolder import TRAJECTORY_LAYOUTS
 from trade_tools.trajectory import CutShort, Trajectory, read_trajectories
-
-FOLDER_LAYOUTS = ("trajectories.jsonl", "trajectories/*.jsonl", "rollouts/trajectories/*.jsonl")
-"""Where a run folder keeps trajectories: trade eval (backtest, tasks); verl's rollout folder or training run."""
 
 
 def trajectory_files(source: Path) -> list[Path]:
@@ -21,11 +19,11 @@ def trajectory_files(source: Path) -> list[Path]:
         return [source]
     if not source.is_dir():
         raise TradeError(f"{source}: no such file or folder")
-    for layout in FOLDER_LAYOUTS:
+    for layout in TRAJECTORY_LAYOUTS:
         found = sorted(source.glob(layout), key=lambda path: (len(path.stem), path.stem))
         if found:
             return found
-    raise TradeError(f"{source}: no trajectories found", hint=f"looked for {', '.join(FOLDER_LAYOUTS)}")
+    raise TradeError(f"{source}: no trajectories found", hint=f"looked for {', '.join(TRAJECTORY_LAYOUTS)}")
 
 
 @dataclass

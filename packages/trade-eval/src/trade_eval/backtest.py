@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import importlib.metadata as md
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,36 +32,35 @@ from typing import Any
 
 import structlog
 
-from trade_core.errors import TradeError, error_line
+from trade_core.errors import TradeError
 from trade_core.hookspecs import trade_run_finished
 from trade_core.plugins import TradePluginManager, get_manager
 from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
 from trade_eval.metrics import Conventions, activity, attribution, performance, seed_spread
 from trade_eval.policies.baselines import BASELINES
-from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
-from trade_eval.runfolder import (
-    DAYS,
-    MANIFEST,
-    SUMMARY,
-    TRAJECTORIES,
-    DataRef,
-    DayRecord,
-    Manifest,
-    PoolSpec,
-    Sampling,
-    append_line,
-    finished_days,
-    read_manifest,
-    write_json,
-    writer_lock,
-)
+from trade_eval.policy import Policy, RunSettings
+from trade_eval.run import manifest_fields, play_day
 from trade_eval.uncertainty import Bootstrap, intervals
 from trade_reward.forward import HORIZON, ground_truth
 from trade_tools.day import TradingDay
 from trade_tools.episode import MAX_TURNS, Episode, EpisodeSettings
 from trade_tools.records import GroundTruth, Task
 from trade_tools.rules import ExecutionRules
+from trade_tools.runfolder import (
+    DAYS,
+    MANIFEST,
+    SEEDS,
+    SUMMARY,
+    TRAJECTORIES,
+    DayRecord,
+    Manifest,
+    PoolSpec,
+    append_line,
+    open_run,
+    write_json,
+    writer_lock,
+)
 from trade_tools.sampler import draw_pool, task_rng
 from trade_tools.trajectory import Trajectory
 
@@ -74,10 +72,6 @@ COMPARED = ("hold", "equal-weight", "momentum")
 """The baselines every run's summary shows beside its policy."""
 ORACLE = "oracle-signal"
 """Shown too where the dataset has a planted signal: the ceiling it allows."""
-LEFT_OPEN = "策略返回时交易日仍未结束"
-SEEDS = "seeds.json"
-"""The spread over seeds that ``--seeds K`` writes in the parent of its ``seed-<s>`` run folders."""
-DISTRIBUTIONS = ("trade-core", "trade-data", "trade-tools", "trade-eval")
 
 
 @dataclass
@@ -195,18 +189,7 @@ class Backtest:
         """Play day ``index`` from ``account`` (the previous close): its record and trajectory."""
         day, dividends = self.open_day(policy, account, index)
         episode = day.episode
-        usage, failure = DayUsage(), ""
-        try:
-            usage = await policy.play(day, settings)
-        except PolicyUnavailable as error:
-            usage, failure = error.usage, error_line(error) or type(error).__name__
-        except Exception as error:  # a broken policy fails its day, never the run
-            log.exception("backtest.policy_error", policy=policy.name, date=str(episode.task.date))
-            failure = f"policy {policy.name} raised {type(error).__name__}: {error_line(error)}"
-        if failure:
-            episode.end("failed", failure)
-        elif day.is_open:
-            episode.end("failed", LEFT_OPEN)
+        usage, failure = await play_day(policy, day, settings, "backtest.policy_error", date=str(episode.task.date))
         trajectory = day.to_trajectory("backtest", model=settings.model, ground_truth=self.truth(episode.task))
         fills = [] if failure else [a.fill for a in episode.actions if a.fill is not None]
         orders = [a for a in episode.actions if a.type != "stop"]
@@ -228,15 +211,8 @@ class Backtest:
             turnover=sum(f.gross for f in fills) / episode.value_before if episode.value_before else 0.0,
             orders=len(orders),
             refused=sum(not a.accepted for a in orders),
-            tool_calls=episode.tool_calls,
-            tool_errors=episode.tool_errors,
-            turns=episode.turns,
-            requests=usage.requests,
-            retries=usage.retries,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
             trajectory_id=trajectory.id,
-            warnings=usage.warnings,
+            **usage.model_dump(),
         )
         return record, trajectory
 
@@ -288,17 +264,6 @@ def plan_dates(store: MarketStore, start: dt.date, num_days: int) -> list[dt.dat
             hint=f"at most {len(calendar) - begin} trading days from there",
         )
     return [d.date() for d in calendar[begin:end]]
-
-
-def versions(policy_dist: str) -> dict[str, str]:
-    """Installed versions of trade-agent's packages and of the policy's distribution."""
-    found = {}
-    for name in dict.fromkeys([*DISTRIBUTIONS, policy_dist]):
-        try:
-            found[name] = md.version(name)
-        except md.PackageNotFoundError:
-            continue
-    return found
 
 
 def compare(
@@ -395,25 +360,6 @@ def run_seeds(
     return spread
 
 
-def open_run(out: Path, manifest: Manifest, *, resume: bool) -> list[DayRecord]:
-    """Start the run folder (writing the manifest), or check it is this run and return its finished days."""
-    if resume:
-        stored = read_manifest(out)
-        mine, theirs = manifest.settings(), stored.settings()
-        if mine != theirs:
-            differ = [key for key in mine if mine[key] != theirs.get(key)]
-            raise TradeError(
-                f"{out} was started with other settings ({', '.join(differ)} differ)",
-                hint="resume with the flags it was started with, or choose another --out",
-            )
-        return finished_days(out, manifest.dates)
-    if (out / MANIFEST).exists() or (out / DAYS).exists():
-        raise TradeError(f"{out} already holds a run", hint="pass --resume to continue it, or choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / MANIFEST, manifest)
-    return []
-
-
 def play_into(
     out: Path,
     backtest: Backtest,
@@ -456,14 +402,10 @@ def new_manifest(
 ) -> Manifest:
     """The manifest of a run of ``backtest`` with ``policy_name`` and ``settings``."""
     return Manifest(
-        command=command,
-        policy=policy_name,
-        model=settings.model,
-        base_url=settings.base_url,
-        sampling=Sampling(
-            temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens, seed=settings.seed
+        **manifest_fields(
+            policy_name, settings, command=command, data=data, store=backtest.store, policy_dist=policy_dist
         ),
-        options=settings.options,
+        base_url=settings.base_url,
         start_date=backtest.start,
         num_days=len(backtest.dates),
         dates=backtest.dates,
@@ -478,6 +420,4 @@ def new_manifest(
         max_turns=backtest.settings.max_turns,
         anonymized=backtest.anonymize,
         rules=backtest.rules,
-        data=DataRef.of(data, backtest.store),
-        versions=versions(policy_dist),
     )

@@ -6,9 +6,10 @@ scoring ``malformed`` as verl's ``compute_score`` does). Episodes need nothing f
 flight at once (``concurrency``) and each talks to the least busy server. A server failure after the policy's
 retries fails that episode with its reason; the run goes on.
 
-The run folder holds ``manifest.json``, ``trajectories.jsonl`` (trade-tools Trajectories with ground truth and
-reward), ``episodes.jsonl`` (one :class:`EpisodeRecord` per finished episode, appended after its trajectory, in
-the order episodes finish) and ``summary.json``. ``--resume`` skips the (task, sample) pairs already recorded.
+The run folder (:mod:`trade_tools.runfolder`) holds ``manifest.json``, ``trajectories.jsonl`` (trade-tools
+Trajectories with ground truth and reward), ``episodes.jsonl`` (one :class:`EpisodeRecord` per finished episode,
+appended after its trajectory, in the order episodes finish) and ``summary.json``. ``--resume`` skips the
+(task, sample) pairs already recorded.
 
 Episodes are independent to play but not as observations: the tasks of one T0 day share the market of its next
 three days, and consecutive T0 days overlap in those reward windows. So every mean in summary.json carries an
@@ -19,7 +20,6 @@ interval that resamples T0 days in blocks of consecutive days, each with all its
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hashlib
 import itertools
 import statistics
@@ -27,32 +27,17 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import structlog
-from pydantic import BaseModel, Field, ValidationError
 
 from trade_core.errors import TradeError, error_line
-from trade_core.files import atomic_write
 from trade_core.hookspecs import trade_run_finished
 from trade_core.plugins import TradePluginManager, get_manager
 from trade_data.store import MarketStore
-from trade_eval.backtest import LEFT_OPEN, versions
 from trade_eval.policies.llm import shared_clients
-from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
-from trade_eval.runfolder import (
-    MANIFEST,
-    SUMMARY,
-    TRAJECTORIES,
-    Appender,
-    DataRef,
-    Sampling,
-    ends_inside_line,
-    read_lines,
-    trajectory_id_of,
-    write_json,
-    writer_lock,
-)
+from trade_eval.policy import Policy, RunSettings
+from trade_eval.run import manifest_fields, play_day
 from trade_eval.uncertainty import Bootstrap, Clusters
 from trade_reward.outcome import DEFAULT_WEIGHTS, MALFORMED, Outcome, outcome
 from trade_reward.schemes import RewardScheme
@@ -61,77 +46,23 @@ from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
 from trade_tools.exploit import Exploit, exploit
 from trade_tools.records import Reward
+from trade_tools.runfolder import (
+    EPISODES,
+    SUMMARY,
+    TRAJECTORIES,
+    Appender,
+    EpisodeRecord,
+    TasksManifest,
+    TasksRef,
+    open_run,
+    write_json,
+    writer_lock,
+)
 from trade_tools.trajectory import Trajectory
 
 log = structlog.get_logger("trade.eval.tasks")
 
-EPISODES = "episodes.jsonl"
 SOURCE = "eval-tasks"
-
-
-class EpisodeRecord(BaseModel):
-    """One finished episode (a line of episodes.jsonl)."""
-
-    task_id: str
-    sample: int = Field(description="which of the task's --samples (0-based)")
-    date: dt.date
-    status: Literal["done", "failed"] = Field(description="failed: the policy could not play (server down)")
-    episode_status: str
-    reason: str = Field("", description="the server failure (English), or why the episode did not stop (Chinese)")
-    server: str | None = None
-    rewards: dict[str, Reward] = Field(default_factory=dict, description="by scheme; none for a failed episode")
-    tool_calls: int
-    tool_errors: int
-    turns: int
-    buys: int = Field(0, description="accepted buy orders")
-    top_buys: int | None = Field(
-        None, description="of them, buys of the pool's top stock by the dataset's planted signal (None: no signal)"
-    )
-    requests: int = 0
-    retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    trajectory_id: str
-    warnings: list[str] = Field(default_factory=list)
-
-
-class TasksRef(BaseModel):
-    path: str
-    split: str
-    count: int = Field(description="tasks evaluated (after --limit)")
-    fingerprint: str = Field(description="hash of their task ids, in order")
-
-
-class TasksManifest(BaseModel):
-    """What a tasks run is; everything but ``command``, ``base_urls``, ``versions``, ``created_at``,
-    ``model_cutoff`` and the paths must match for ``--resume``."""
-
-    format: Literal[1] = 1
-    kind: Literal["tasks"] = "tasks"
-    command: list[str]
-    policy: str
-    model: str
-    base_urls: list[str]
-    sampling: Sampling
-    options: dict[str, Any] = Field(default_factory=dict)
-    tasks: TasksRef
-    samples: int
-    schemes: dict[str, dict[str, Any]] = Field(description="each scheme's settings; the first fills Trajectory.reward")
-    weights: list[float]
-    anonymized: bool = Field(False, description="the model saw aliases for symbols and dates")
-    model_cutoff: str | None = Field(None, description="the model's pretraining cutoff YYYY-MM, as the user gave it")
-    data: DataRef
-    versions: dict[str, str]
-    created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
-
-    def settings(self) -> dict[str, Any]:
-        fields = self.model_dump(
-            mode="json", exclude={"command", "base_urls", "versions", "created_at", "model_cutoff"}
-        )
-        fields["data"].pop("path")
-        fields["data"].pop("description", None)  # the fingerprint covers trade.json, which it is read from
-        fields["tasks"].pop("path")
-        return fields
 
 
 def load_tasks(path: Path, split: str | None) -> tuple[list[TaskRecord], str, Path | None]:
@@ -235,18 +166,7 @@ class TasksEval:
         episode = Episode.start(record.task, self.store, manager=self.manager)
         day = TradingDay(episode, record.prompt if policy.reads_prompt else [])
         run = settings.model_copy(update={"base_url": server, "seed": settings.seed + sample})
-        usage, failure = DayUsage(), ""
-        try:
-            usage = await policy.play(day, run)
-        except PolicyUnavailable as error:
-            usage, failure = error.usage, error_line(error) or type(error).__name__
-        except Exception as error:  # a broken policy fails its episode, never the run
-            log.exception("tasks.policy_error", policy=policy.name, task=record.task.task_id)
-            failure = f"policy {policy.name} raised {type(error).__name__}: {error_line(error)}"
-        if failure:
-            episode.end("failed", failure)
-        elif day.is_open:
-            episode.end("failed", LEFT_OPEN)
+        usage, failure = await play_day(policy, day, run, "tasks.policy_error", task=record.task.task_id)
         rewards = {} if failure else score(episode, record, self.schemes)
         signal = self.store.planted_signal
         bought = (
@@ -265,9 +185,6 @@ class TasksEval:
             reason=failure or ("" if episode.status == "stopped" else episode.status_reason),
             server=server,
             rewards=rewards,
-            tool_calls=episode.tool_calls,
-            tool_errors=episode.tool_errors,
-            turns=episode.turns,
             buys=bought.buys,
             top_buys=bought.top if signal else None,
             trajectory_id=trajectory.id,
@@ -298,51 +215,6 @@ class TasksEval:
         finally:
             for task in running:
                 task.cancel()
-
-
-def finished_episodes(out: Path) -> list[EpisodeRecord]:
-    """The records a resume trusts, with the files cut to them: episodes.jsonl up to its first partial or
-    unreadable line, trajectories.jsonl to the lines those records name."""
-    records: list[EpisodeRecord] = []
-    lines = read_lines(out / EPISODES)
-    for line in lines:
-        try:
-            records.append(EpisodeRecord.model_validate_json(line))
-        except ValidationError:
-            break
-    if len(records) < len(lines) or ends_inside_line(out / EPISODES):
-        atomic_write(out / EPISODES, "".join(line + "\n" for line in lines[: len(records)]))
-    ids = {record.trajectory_id for record in records}
-    trajectories = read_lines(out / TRAJECTORIES)
-    wanted = [line for line in trajectories if trajectory_id_of(line) in ids]
-    if len(wanted) < len(trajectories) or ends_inside_line(out / TRAJECTORIES):
-        atomic_write(out / TRAJECTORIES, "".join(line + "\n" for line in wanted))
-    return records
-
-
-def open_run(out: Path, manifest: TasksManifest, *, resume: bool) -> list[EpisodeRecord]:
-    """Start the run folder (writing the manifest), or check it is this run and return its finished episodes."""
-    if resume:
-        path = out / MANIFEST
-        try:
-            stored = TasksManifest.model_validate_json(path.read_text(encoding="utf-8"))
-        except (OSError, ValidationError) as error:
-            raise TradeError(
-                f"{out} holds no tasks run to resume ({error_line(error)})", hint="run without --resume to start it"
-            ) from None
-        mine, theirs = manifest.settings(), stored.settings()
-        if mine != theirs:
-            differ = [key for key in mine if mine[key] != theirs.get(key)]
-            raise TradeError(
-                f"{out} was started with other settings ({', '.join(differ)} differ)",
-                hint="resume with the flags it was started with, or choose another --out",
-            )
-        return finished_episodes(out)
-    if (out / MANIFEST).exists() or (out / EPISODES).exists():
-        raise TradeError(f"{out} already holds a run", hint="pass --resume to continue it, or choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / MANIFEST, manifest)
-    return []
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -507,14 +379,10 @@ def new_manifest(
     policy_dist: str = "trade-eval",
 ) -> TasksManifest:
     return TasksManifest(
-        command=command,
-        policy=policy_name,
-        model=settings.model,
-        base_urls=list(servers),
-        sampling=Sampling(
-            temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens, seed=settings.seed
+        **manifest_fields(
+            policy_name, settings, command=command, data=data, store=evaluation.store, policy_dist=policy_dist
         ),
-        options=settings.options,
+        base_urls=list(servers),
         tasks=TasksRef(
             path=str(Path(tasks).resolve()),
             split=split,
@@ -525,6 +393,4 @@ def new_manifest(
         schemes={s.name: s.settings.model_dump(mode="json") for s in evaluation.schemes},
         weights=list(DEFAULT_WEIGHTS),
         anonymized=evaluation.anonymized,
-        data=DataRef.of(data, evaluation.store),
-        versions=versions(policy_dist),
     )

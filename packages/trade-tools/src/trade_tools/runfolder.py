@@ -1,9 +1,18 @@
-"""A backtest's run folder: ``manifest.json``, ``trajectories.jsonl``, ``days.jsonl`` and ``summary.json``.
+"""The run folder: the one layout every command that plays or trains writes and every reader opens.
+
+- A backtest (``trade eval backtest``): :data:`MANIFEST` (a :class:`Manifest`), :data:`TRAJECTORIES`,
+  :data:`DAYS` (a :class:`DayRecord` a line) and :data:`SUMMARY` (a :class:`BacktestSummary`); ``--seeds``
+  writes its runs in ``seed-<s>`` folders and their spread in :data:`SEEDS` beside them.
+- A tasks run (``trade eval tasks``): :data:`MANIFEST` (a :class:`TasksManifest`), :data:`TRAJECTORIES`,
+  :data:`EPISODES` (an :class:`EpisodeRecord` a line) and :data:`SUMMARY` (a :class:`TasksSummary`).
+- A training run (verl, trl-grpo): :data:`METRICS` (one line per step) and each step's Trajectories in
+  :func:`step_file` (``rollouts/trajectories/{step}.jsonl``; a verl rollout folder given alone holds
+  ``trajectories/{step}.jsonl``).
 
 The JSONL files grow one whole line at a time (one write, flushed; fsynced at once by :func:`append_line`, or
-in groups by an :class:`Appender`), the trajectory of a day before its :class:`DayRecord`, so a killed run
-leaves at most one partial last line and trajectories whose day has no record: :func:`finished_days` reads
-what a resume can trust and cuts the rest away. One process writes a folder at a time (:func:`writer_lock`).
+in groups by an :class:`Appender`), a trajectory before its record, so a killed run leaves at most one partial
+last line and trajectories without a record: :func:`open_run` with ``resume`` keeps what a resume can trust and
+cuts the rest away. One process writes a folder at a time (:func:`writer_lock`).
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -24,15 +33,36 @@ from trade_core.errors import TradeError, error_line
 from trade_core.files import atomic_write, lock_file
 from trade_data.qlib_dir import META_FILE
 from trade_data.signals import describe_dataset
+from trade_tools.records import Reward
 from trade_tools.rules import ExecutionRules
 
 if TYPE_CHECKING:
     from trade_data.store import MarketStore
+    from trade_tools.episode import Episode
 
-MANIFEST, DAYS, TRAJECTORIES, SUMMARY = "manifest.json", "days.jsonl", "trajectories.jsonl", "summary.json"
+MANIFEST, TRAJECTORIES, SUMMARY = "manifest.json", "trajectories.jsonl", "summary.json"
+DAYS, EPISODES = "days.jsonl", "episodes.jsonl"
+"""The records of a backtest's days and of a tasks run's episodes."""
+SEEDS = "seeds.json"
+"""The spread over seeds that ``--seeds K`` writes in the parent of its ``seed-<s>`` run folders."""
+METRICS = "metrics.jsonl"
+"""A training run's metrics, one line per step (trl-grpo writes it; verl's file logger too, pointed there)."""
+ROLLOUTS, STEPS = "rollouts", "trajectories"
+"""A training run's rollout folder (verl's ``rollout_data_dir``), and the folder of ``{step}.jsonl`` in it."""
+STEP_FOLDERS = (f"{ROLLOUTS}/{STEPS}", STEPS)
+"""Where a training run's ``{step}.jsonl`` are: in a run folder, or in a rollout folder given alone."""
+TRAJECTORY_LAYOUTS = (TRAJECTORIES, f"{STEPS}/*.jsonl", f"{ROLLOUTS}/{STEPS}/*.jsonl")
+"""Where a folder keeps trajectories, in the order they are looked for: a backtest's or tasks run's file, then a
+rollout folder's steps, then a training run's."""
 LOCK = ".writer.lock"
 """Held by the process writing the folder; holds its pid."""
 FORMAT = 1
+Kind = Literal["backtest", "tasks", "training"]
+
+
+def step_file(rollouts: Path, step: int) -> Path:
+    """The Trajectories of training step ``step`` in a rollout folder (a run folder's :data:`ROLLOUTS`)."""
+    return Path(rollouts) / STEPS / f"{step}.jsonl"
 
 
 class Sampling(BaseModel):
@@ -81,41 +111,28 @@ class DataRef(BaseModel):
         )
 
 
-class Manifest(BaseModel):
-    """What a run is. Everything but ``command``, ``versions``, ``created_at``, ``model_cutoff`` and
-    ``data.path`` must match for ``--resume`` (:meth:`settings`)."""
+class Usage(BaseModel):
+    """What playing a day or an episode took: the Episode's counts and the policy's requests. The fields of
+    every record, flat in its line."""
 
-    format: Literal[1] = FORMAT
-    kind: Literal["backtest"] = "backtest"
-    command: list[str]
-    policy: str
-    model: str
-    base_url: str | None
-    sampling: Sampling
-    options: dict[str, Any] = Field(default_factory=dict, description="the policy's --set options")
-    start_date: dt.date
-    num_days: int
-    dates: list[dt.date] = Field(description="the planned trading days")
-    initial_cash: float
-    pool: PoolSpec
-    max_turns: int
-    anonymized: bool = Field(False, description="the model saw aliases for symbols and dates (--anonymize)")
-    model_cutoff: str | None = Field(None, description="the model's pretraining cutoff YYYY-MM, as the user gave it")
-    rules: ExecutionRules
-    data: DataRef
-    versions: dict[str, str]
-    created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+    tool_calls: int
+    tool_errors: int
+    turns: int
+    requests: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    warnings: list[str] = Field(default_factory=list, description="e.g. tool-call markup returned as plain text")
 
-    def settings(self) -> dict[str, Any]:
-        """The fields a resumed run must share with the run it continues."""
-        fields = self.model_dump(mode="json", exclude={"command", "versions", "created_at", "model_cutoff"})
-        fields["data"].pop("path")
-        fields["data"].pop("description", None)  # the fingerprint covers trade.json, which it is read from
-        return fields
+    @classmethod
+    def of(cls, episode: Episode, spent: BaseModel) -> Usage:
+        """The Episode's counts with what the policy reports it spent (its requests, retries, tokens, warnings)."""
+        counts = {"tool_calls": episode.tool_calls, "tool_errors": episode.tool_errors, "turns": episode.turns}
+        return cls(**counts, **spent.model_dump())
 
 
-class DayRecord(BaseModel):
-    """One finished day of a run (a line of days.jsonl)."""
+class DayRecord(Usage):
+    """One finished day of a backtest (a line of days.jsonl)."""
 
     date: dt.date
     index: int = Field(description="position in the manifest's dates (0-based)")
@@ -133,15 +150,111 @@ class DayRecord(BaseModel):
     turnover: float = Field(description="gross traded / value_before")
     orders: int
     refused: int
-    tool_calls: int
-    tool_errors: int
-    turns: int
-    requests: int = 0
-    retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     trajectory_id: str
-    warnings: list[str] = Field(default_factory=list)
+
+
+class EpisodeRecord(Usage):
+    """One finished episode of a tasks run (a line of episodes.jsonl)."""
+
+    task_id: str
+    sample: int = Field(description="which of the task's --samples (0-based)")
+    date: dt.date
+    status: Literal["done", "failed"] = Field(description="failed: the policy could not play (server down)")
+    episode_status: str
+    reason: str = Field("", description="the server failure (English), or why the episode did not stop (Chinese)")
+    server: str | None = None
+    rewards: dict[str, Reward] = Field(default_factory=dict, description="by scheme; none for a failed episode")
+    buys: int = Field(0, description="accepted buy orders")
+    top_buys: int | None = Field(
+        None, description="of them, buys of the pool's top stock by the dataset's planted signal (None: no signal)"
+    )
+    trajectory_id: str
+
+
+class RunManifest(BaseModel):
+    """What a run of a policy is: the fields every kind shares. Everything but :attr:`UNCHECKED`, the paths and
+    the dataset's description must match for ``--resume`` (:meth:`settings`)."""
+
+    UNCHECKED: ClassVar[frozenset[str]] = frozenset({"command", "versions", "created_at", "model_cutoff"})
+    RECORDS: ClassVar[str]
+    """The file of the run's records, a line per finished day or episode ..."""
+    RECORD: ClassVar[type[DayRecord | EpisodeRecord]]
+    """... each one of these."""
+
+    format: Literal[1] = FORMAT
+    kind: Literal["backtest", "tasks"]
+    command: list[str]
+    policy: str
+    model: str
+    sampling: Sampling
+    options: dict[str, Any] = Field(default_factory=dict, description="the policy's --set options")
+    anonymized: bool = Field(False, description="the model saw aliases for symbols and dates (--anonymize)")
+    model_cutoff: str | None = Field(None, description="the model's pretraining cutoff YYYY-MM, as the user gave it")
+    data: DataRef
+    versions: dict[str, str]
+    created_at: str = Field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+
+    def settings(self) -> dict[str, Any]:
+        """The fields a resumed run must share with the run it continues."""
+        fields = self.model_dump(mode="json", exclude=set(self.UNCHECKED))
+        fields["data"].pop("path")
+        fields["data"].pop("description", None)  # the fingerprint covers trade.json, which it is read from
+        return fields
+
+    def continues(self, done: list[Any], record: Any) -> bool:
+        """Whether ``record`` may follow ``done`` in a run a resume continues."""
+        return True
+
+
+class Manifest(RunManifest):
+    """What a backtest is."""
+
+    RECORDS: ClassVar[str] = DAYS
+    RECORD: ClassVar[type[DayRecord]] = DayRecord
+
+    kind: Literal["backtest"] = "backtest"
+    base_url: str | None
+    start_date: dt.date
+    num_days: int
+    dates: list[dt.date] = Field(description="the planned trading days")
+    initial_cash: float
+    pool: PoolSpec
+    max_turns: int
+    rules: ExecutionRules
+
+    def continues(self, done: list[Any], record: Any) -> bool:
+        """The days follow the planned dates, one after the other."""
+        return len(done) < len(self.dates) and record.date == self.dates[len(done)]
+
+
+class TasksRef(BaseModel):
+    path: str
+    split: str
+    count: int = Field(description="tasks evaluated (after --limit)")
+    fingerprint: str = Field(description="hash of their task ids, in order")
+
+
+class TasksManifest(RunManifest):
+    """What a tasks run is; its servers and the tasks' path may change on ``--resume`` too."""
+
+    UNCHECKED: ClassVar[frozenset[str]] = RunManifest.UNCHECKED | {"base_urls"}
+    RECORDS: ClassVar[str] = EPISODES
+    RECORD: ClassVar[type[EpisodeRecord]] = EpisodeRecord
+
+    kind: Literal["tasks"] = "tasks"
+    base_urls: list[str]
+    tasks: TasksRef
+    samples: int
+    schemes: dict[str, dict[str, Any]] = Field(description="each scheme's settings; the first fills Trajectory.reward")
+    weights: list[float]
+
+    def settings(self) -> dict[str, Any]:
+        fields = super().settings()
+        fields["tasks"].pop("path")
+        return fields
+
+
+MANIFESTS: dict[str, type[RunManifest]] = {"backtest": Manifest, "tasks": TasksManifest}
 
 
 def append_line(path: Path, text: str) -> None:
@@ -191,33 +304,78 @@ def write_json(path: Path, value: BaseModel | dict[str, Any]) -> None:
     atomic_write(path, text + "\n")
 
 
-def read_manifest(out: Path) -> Manifest:
+def kind_of(folder: Path) -> Kind | None:
+    """What run ``folder`` holds: a tasks run's records, else the ``kind`` its manifest states (a run just
+    started has nothing else), else a backtest's files, else a training run's. None: no run (a ``trade data
+    tasks`` folder's manifest states no kind). A manifest that cannot be read is taken for a backtest's, shown
+    with its problem, as are days and trajectories beside a manifest without a kind."""
+    if (folder / EPISODES).exists():
+        return "tasks"
+    unreadable = False
+    if (folder / MANIFEST).is_file():
+        try:
+            kind = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("kind")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            kind, unreadable = None, True
+        if kind in MANIFESTS:
+            return kind
+    if unreadable or (folder / DAYS).exists() or (folder / TRAJECTORIES).exists():
+        return "backtest"
+    if (folder / METRICS).exists() or any((folder / sub).is_dir() for sub in STEP_FOLDERS):
+        return "training"
+    return None
+
+
+def read_manifest(out: Path, model: type[RunManifest] = Manifest) -> RunManifest:
+    """The run's manifest, as ``model`` (a one-line error for a folder without one, or with another's)."""
     path = out / MANIFEST
     if not path.is_file():
         raise TradeError(f"{out} has no {MANIFEST}: nothing to resume", hint="run without --resume to start it")
     try:
-        return Manifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except ValidationError as error:
-        raise TradeError(f"{path} is not a backtest manifest ({error_line(error)})") from None
+        return model.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValidationError) as error:
+        kind = model.model_fields["kind"].default
+        raise TradeError(
+            f"{path} is not a {kind} manifest ({error_line(error)})", hint="run without --resume to start it"
+        ) from None
 
 
-def finished_days(out: Path, dates: list[dt.date]) -> list[DayRecord]:
-    """The DayRecords a resume continues after, with the files cut to them: days.jsonl up to its first line
-    that is partial, unreadable or out of order, and trajectories.jsonl to the lines those records name."""
-    records: list[DayRecord] = []
-    kept: list[str] = []
-    lines = read_lines(out / DAYS)
+def open_run(out: Path, manifest: RunManifest, *, resume: bool) -> list[Any]:
+    """Start the run folder (writing the manifest), or check it is this run and return its finished records."""
+    if resume:
+        stored = read_manifest(out, type(manifest))
+        mine, theirs = manifest.settings(), stored.settings()
+        if mine != theirs:
+            differ = [key for key in mine if mine[key] != theirs.get(key)]
+            raise TradeError(
+                f"{out} was started with other settings ({', '.join(differ)} differ)",
+                hint="resume with the flags it was started with, or choose another --out",
+            )
+        return finished_records(out, manifest)
+    if (out / MANIFEST).exists() or (out / manifest.RECORDS).exists():
+        raise TradeError(f"{out} already holds a run", hint="pass --resume to continue it, or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / MANIFEST, manifest)
+    return []
+
+
+def finished_records(out: Path, manifest: RunManifest) -> list[Any]:
+    """The records a resume continues after, with the files cut to them: the records file up to its first line
+    that is partial, unreadable or out of order (:meth:`RunManifest.continues`), and trajectories.jsonl to the
+    lines those records name."""
+    records: list[Any] = []
+    path = out / manifest.RECORDS
+    lines = read_lines(path)
     for line in lines:
         try:
-            record = DayRecord.model_validate_json(line)
+            record = manifest.RECORD.model_validate_json(line)
         except ValidationError:
             break
-        if len(records) >= len(dates) or record.date != dates[len(records)]:
+        if not manifest.continues(records, record):
             break
         records.append(record)
-        kept.append(line)
-    if len(kept) < len(lines) or ends_inside_line(out / DAYS):
-        atomic_write(out / DAYS, "".join(line + "\n" for line in kept))
+    if len(records) < len(lines) or ends_inside_line(path):
+        atomic_write(path, "".join(line + "\n" for line in lines[: len(records)]))
     ids = {record.trajectory_id for record in records}
     trajectories = read_lines(out / TRAJECTORIES)
     wanted = [line for line in trajectories if trajectory_id_of(line) in ids]

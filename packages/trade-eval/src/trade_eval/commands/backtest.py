@@ -174,10 +174,11 @@ def backtest_command(
     """
     from trade_core.plugins import get_manager
     from trade_data.store import MarketStore
-    from trade_eval.backtest import SEEDS, Backtest, new_manifest, run_backtest, run_seeds
+    from trade_eval.backtest import Backtest, new_manifest, run_backtest, run_seeds
     from trade_eval.memorisation import warn_before_cutoff
     from trade_eval.metrics import Conventions, spread_lines, table_lines
     from trade_eval.policy import POLICIES, RunSettings
+    from trade_tools.runfolder import SEEDS
 
     policy = POLICIES.get(policy_name)
     if policy.needs_server and not (base_url and model):

@@ -12,7 +12,7 @@ import click
 from trade_core.errors import TradeError
 
 if TYPE_CHECKING:
-    from trade_eval.tasks_eval import EpisodeRecord
+    from trade_tools.runfolder import EpisodeRecord
 
 Label = tuple[str, str, str]
 """A compared statistic: its name in the sentence, its number format, the unit after the difference."""
@@ -25,7 +25,7 @@ LABELS: dict[str, Label] = {
 
 def _kind(path: Path) -> str:
     """The manifest's kind ("backtest" or "tasks"), or a one-line error for a folder that is no run."""
-    from trade_eval.runfolder import MANIFEST
+    from trade_tools.runfolder import MANIFEST
 
     try:
         kind = json.loads((path / MANIFEST).read_text(encoding="utf-8")).get("kind")
@@ -42,7 +42,7 @@ def _kind(path: Path) -> str:
 def _daily_returns(path: Path) -> tuple[str, dict[str, float], dict[str, Any]]:
     """(name, daily return by date, the summary's conventions) of a run folder, from its NAVs at each close."""
     from trade_eval.report.runs import load_run
-    from trade_eval.runfolder import DAYS, MANIFEST
+    from trade_tools.runfolder import DAYS, MANIFEST
 
     run = load_run(path)
     initial = run.setting("initial_cash", int | float)
@@ -65,8 +65,7 @@ def _episodes(path: Path) -> tuple[str, list[str], dict[tuple[str, int], Episode
     """(name, the run's schemes, the record of each played (task, sample)) of a tasks run folder; lines that
     cannot be read are skipped, as the report skips them."""
     from trade_eval.report.runs import read_records
-    from trade_eval.runfolder import MANIFEST
-    from trade_eval.tasks_eval import EPISODES, EpisodeRecord
+    from trade_tools.runfolder import EPISODES, MANIFEST, EpisodeRecord
 
     manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
     records = read_records(path / EPISODES, EpisodeRecord, []) if (path / EPISODES).is_file() else []

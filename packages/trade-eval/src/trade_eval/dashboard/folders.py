@@ -10,16 +10,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from trade_eval.runfolder import DAYS, MANIFEST, TRAJECTORIES
-from trade_eval.tasks_eval import EPISODES
+from trade_tools.runfolder import Kind, kind_of
 
-Kind = Literal["backtest", "tasks", "training"]
-METRICS = "metrics.jsonl"
-"""A training run's metrics per step (trl-grpo writes it; verl's file logger too, where it is pointed there)."""
-STEP_FOLDERS = ("rollouts/trajectories", "trajectories")
-"""Where a training run's ``{step}.jsonl`` Trajectory records are (trl-grpo; verl's rollout_data_dir)."""
 MAX_DEPTH = 4
 
 
@@ -37,27 +30,6 @@ def inside(root: Path, path: Path) -> bool:
         return path.resolve(strict=True).is_relative_to(root)
     except (OSError, RuntimeError):
         return False
-
-
-def kind_of(folder: Path) -> Kind | None:
-    if (folder / EPISODES).exists():
-        return "tasks"
-    if (folder / DAYS).exists() or (folder / TRAJECTORIES).exists() or _backtest(folder):
-        return "backtest"
-    if (folder / METRICS).exists() or any((folder / sub).is_dir() for sub in STEP_FOLDERS):
-        return "training"
-    return None
-
-
-def _backtest(folder: Path) -> bool:
-    """A manifest with nothing else yet: a run that has just started (tasks manifests say ``"kind": "tasks"``)."""
-    if not (folder / MANIFEST).is_file():
-        return False
-    try:
-        head = (folder / MANIFEST).read_text(encoding="utf-8", errors="replace")[:4000]
-    except OSError:
-        return False
-    return '"kind": "tasks"' not in head and '"kind":"tasks"' not in head and '"splits"' not in head
 
 
 def discover(root: Path) -> dict[str, RunFolder]:

@@ -13,11 +13,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from trade_core.errors import error_line
-from trade_eval.dashboard.folders import METRICS, STEP_FOLDERS, RunFolder, part
+from trade_eval.dashboard.folders import RunFolder, part
 from trade_eval.dashboard.lines import LineIndex
 from trade_eval.dashboard.records import JsonLines, Line
-from trade_eval.runfolder import DAYS, MANIFEST, SUMMARY, TRAJECTORIES
-from trade_eval.tasks_eval import EPISODES
+from trade_tools.runfolder import MANIFEST, MANIFESTS, METRICS, STEP_FOLDERS, SUMMARY, TRAJECTORIES
 from trade_tools.trajectory import Trajectory
 
 
@@ -37,8 +36,9 @@ class RunState:
     trajectory_files: dict[str, LineIndex] = field(default_factory=dict)
 
     def records(self) -> list[Line]:
-        """The days (backtest) or episodes (tasks) written so far."""
-        return self._lines(EPISODES if self.run.kind == "tasks" else DAYS)
+        """The days (backtest) or episodes (tasks) written so far; a training run has none."""
+        manifest = MANIFESTS.get(self.run.kind)
+        return self._lines(manifest.RECORDS) if manifest else []
 
     def metrics(self) -> list[Line]:
         """A training run's metrics lines."""

@@ -15,8 +15,7 @@ from trade_eval.dashboard.state import RunState
 from trade_eval.metrics import trading, trading_note
 from trade_eval.report.page import conventions_lines, message_view, metrics_table, orders_view, pct
 from trade_eval.report.runs import finite
-from trade_eval.runfolder import DAYS, DayRecord
-from trade_eval.tasks_eval import EPISODES, EpisodeRecord
+from trade_tools.runfolder import MANIFESTS
 from trade_tools.trajectory import Trajectory
 
 PAGE = 200
@@ -246,13 +245,13 @@ def step_rows(state: RunState, step: int) -> list[dict[str, Any]]:
 
 def record_of(state: RunState, number: int) -> tuple[dict[str, Any] | None, str]:
     """A day's (or episode's) record, validated, or what is wrong with its line."""
-    lines = state.records()
+    lines, manifest = state.records(), MANIFESTS[state.run.kind]
     if not 0 <= number < len(lines):
-        return None, f"no line {number + 1} in {EPISODES if state.run.kind == 'tasks' else DAYS}"
+        return None, f"no line {number + 1} in {manifest.RECORDS}"
     line = lines[number]
     if line.value is None:
         return None, line.problem
-    model = EpisodeRecord if state.run.kind == "tasks" else DayRecord
+    model = manifest.RECORD
     try:
         return model.model_validate(line.value).model_dump(mode="json"), ""
     except ValidationError as error:

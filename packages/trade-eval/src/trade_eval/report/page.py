@@ -23,9 +23,9 @@ from trade_eval.backtest import INDEX_ROW
 from trade_eval.metrics import METRIC_ROWS, NOTE_AFTER, NOTE_LABEL, Conventions, performance, trading_notes
 from trade_eval.report.charts import Kind, Line, drawdown_chart, nav_chart
 from trade_eval.report.runs import NavSeries, Run, finite
-from trade_eval.runfolder import DayRecord
 from trade_eval.uncertainty import Bootstrap, intervals
 from trade_tools.episode import Episode
+from trade_tools.runfolder import DayRecord
 from trade_tools.text import signed_pct
 from trade_tools.trajectory import Message, Trajectory
 

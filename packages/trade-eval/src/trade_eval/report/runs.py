@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from trade_core.errors import TradeError, error_line
-from trade_eval.backtest import SEEDS
-from trade_eval.runfolder import DAYS, MANIFEST, SUMMARY, TRAJECTORIES, DayRecord, Manifest
+from trade_tools.runfolder import DAYS, MANIFEST, SEEDS, SUMMARY, TRAJECTORIES, DayRecord, Manifest
 from trade_tools.trajectory import Trajectory
 
 Record = TypeVar("Record", bound=BaseModel)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trade_reward.schemes import FAILURES
+from trade_tools.runfolder import METRICS
 
 STEP_COLUMNS = {
     "trade/reward/score/mean": "mean reward",
@@ -24,7 +25,7 @@ STEP_COLUMNS = {
 
 def step_metrics(run_dir: Path) -> list[dict[str, float]]:
     """metrics.jsonl of a trl-grpo run: one dict per optimizer step."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = Path(run_dir) / METRICS
     lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
     return [json.loads(line) for line in lines if line.strip()]
 

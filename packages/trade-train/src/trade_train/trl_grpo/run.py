@@ -28,6 +28,7 @@ from trade_core.errors import TradeError
 from trade_core.plugins import get_manager
 from trade_data.store import MarketStore
 from trade_tools.episode import MAX_TURNS, EpisodeSettings
+from trade_tools.runfolder import METRICS, ROLLOUTS, step_file
 from trade_tools.trajectory import write_trajectories
 from trade_train.hookspecs import trade_step_metrics
 from trade_train.rollouts import Rollout, flat_warning, step_metrics
@@ -37,9 +38,6 @@ log = structlog.get_logger("trade.train")
 SOURCE = "trl-grpo"
 """``Trajectory.source`` of the records this trainer writes."""
 CONFIG = "run.json"
-METRICS = "metrics.jsonl"
-TRAJECTORIES = "rollouts/trajectories"
-"""Where each step's records go in the run folder: where a verl-grpo run writes them."""
 
 
 class GRPOSettings(BaseModel):
@@ -123,7 +121,7 @@ def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
             step = state.global_step
             metrics = step_metrics(rollouts, scorer.store)
             records = [r.trajectory(model=model, step=step).model_copy(update={"source": SOURCE}) for r in rollouts]
-            write_trajectories(run_dir / TRAJECTORIES / f"{step}.jsonl", records)
+            write_trajectories(step_file(run_dir / ROLLOUTS, step), records)
             with open(run_dir / METRICS, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"step": step, **metrics}) + "\n")
             log.info("trl_grpo.step", step=step, **{k.removeprefix("trade/"): round(v, 4) for k, v in metrics.items()})

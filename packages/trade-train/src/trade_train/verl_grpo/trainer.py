@@ -16,6 +16,7 @@ from pathlib import Path
 
 from trade_core.errors import TradeError
 from trade_tools.episode import MAX_TURNS, TOOL_TEXT_LIMIT
+from trade_tools.runfolder import ROLLOUTS
 from trade_train.install import install_hint
 from trade_train.trainer import RunPlan, Trainer, TrainSpec
 
@@ -182,7 +183,7 @@ class VerlGRPO(Trainer):
             "trainer.total_epochs=1",
             "trainer.save_freq=50",
             "trainer.test_freq=25",
-            f"trainer.rollout_data_dir={run_dir / 'rollouts'}",
+            f"trainer.rollout_data_dir={run_dir / ROLLOUTS}",
             f"trainer.default_local_dir={run_dir / 'checkpoints'}",
             *preset,
             *spec.overrides,

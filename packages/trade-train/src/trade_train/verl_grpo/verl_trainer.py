@@ -28,6 +28,7 @@ from verl.trainer.ppo import v1
 from verl.trainer.ppo.v1 import trainer_base
 
 from trade_core.plugins import get_manager
+from trade_tools.runfolder import step_file
 from trade_tools.trajectory import write_trajectories
 from trade_train.hookspecs import trade_step_metrics
 from trade_train.rollouts import Rollout, flat_warning, step_metrics
@@ -52,9 +53,9 @@ def rollouts_in(batch: KVBatchMeta) -> list[Rollout]:
 
 
 def write_step_trajectories(rollouts: list[Rollout], folder: Path, step: int, model: str) -> Path:
-    """``folder/trajectories/{step}.jsonl``, written atomically."""
+    """The step's records in the rollout folder (``folder/trajectories/{step}.jsonl``), written atomically."""
     records = [rollout.trajectory(model=model, step=step) for rollout in rollouts]
-    return write_trajectories(Path(folder) / "trajectories" / f"{step}.jsonl", records)
+    return write_trajectories(step_file(folder, step), records)
 
 
 class TradingMetrics:
