@@ -21,7 +21,7 @@ XML_BUY = (
 
 
 def test_hermes_reads_every_call_in_order_and_keeps_the_text_around_them() -> None:
-    parsed = parse_reply(f"先看大盘。\n{MACRO}\n{STOP}\n完毕", HERMES)
+    parsed = parse_reply(f"</think>\n先看大盘。\n{MACRO}\n{STOP}\n完毕", HERMES)
     assert parsed.calls == [
         ("get_macro_indicators", "{}"),
         ("TakeAction", '{"type": "stop", "reasoning": "观望"}'),
@@ -37,10 +37,25 @@ def test_a_malformed_hermes_call_stays_text_beside_the_good_ones() -> None:
     assert parsed.content == broken + nameless
 
 
-@pytest.mark.parametrize("text", [STOP.removesuffix("</tool_call>"), "<tool_call>", "没有调用"])
+@pytest.mark.parametrize("text", [STOP.removesuffix("</tool_call>"), "<tool_call>", "</think>没有调用"])
 def test_an_unclosed_or_missing_hermes_call_is_no_call(text: str) -> None:
     parsed = parse_reply(text, HERMES)
-    assert parsed.calls == [] and parsed.content == text.strip()
+    assert parsed.calls == [] and parsed.content == text.removeprefix("</think>").strip()
+
+
+@pytest.mark.parametrize(
+    ("text", "reasoning", "content"),
+    [
+        ("先看大盘，再决定。", "先看大盘，再决定。", ""),  # neither </think> nor <tool_call>: reasoning to the end
+        (f"先看大盘。\n{MACRO}\n完毕", "先看大盘。", "完毕"),  # a call ends the reasoning
+        ("<think>\n想一想\n</think>\n\n观望</think>", "想一想", "观望"),  # a second </think> is dropped
+    ],
+)
+def test_a_reply_is_split_as_vllm_s_qwen3_reasoning_parser_splits_it(text: str, reasoning: str, content: str) -> None:
+    """With thinking on, vLLM reads a reply from its start as reasoning, until </think> or the first <tool_call>
+    (what users of the tutorial's server get; test_vllm.py compares with vLLM's own parser)."""
+    parsed = parse_reply(text, HERMES)
+    assert (parsed.reasoning, parsed.content) == (reasoning, content)
 
 
 def test_arguments_that_are_not_an_object_go_on_as_written_for_the_episode_to_refuse() -> None:
@@ -48,10 +63,11 @@ def test_arguments_that_are_not_an_object_go_on_as_written_for_the_episode_to_re
     assert parsed.calls == [("TakeAction", '"type=stop"')]
 
 
-def test_reasoning_is_split_off_and_calls_written_while_thinking_are_not_calls() -> None:
+def test_reasoning_is_split_off_and_a_call_ends_it_even_inside_the_think_block() -> None:
+    """vLLM's parser (and verl's, which reads every block) takes a call written while thinking as a call."""
     parsed = parse_reply(f"<think>\n也许 {MACRO}\n</think>\n\n{STOP}", HERMES)
-    assert parsed.reasoning == f"也许 {MACRO}"
-    assert [name for name, _ in parsed.calls] == ["TakeAction"] and parsed.content == ""
+    assert parsed.reasoning == "也许"
+    assert [name for name, _ in parsed.calls] == ["get_macro_indicators", "TakeAction"] and parsed.content == ""
     opened_by_the_prompt = parse_reply(f"想一想\n</think>\n\n{STOP}", HERMES)
     assert opened_by_the_prompt.reasoning == "想一想" and len(opened_by_the_prompt.calls) == 1
 
@@ -61,7 +77,7 @@ def test_qwen3_coder_converts_values_by_the_schema_and_reads_several_calls() -> 
         "<tool_call>\n<function=get_price_data>\n<parameter=symbol>\nSH600519\n</parameter>\n"
         '<parameter=indicators>\n["MA5", "RSI_14"]\n</parameter>\n</function>\n</tool_call>'
     )
-    parsed = parse_reply(f"买入。\n{XML_BUY}\n{indicators}", QWEN3_CODER, SCHEMAS)
+    parsed = parse_reply(f"</think>买入。\n{XML_BUY}\n{indicators}", QWEN3_CODER, SCHEMAS)
     assert [(name, json.loads(arguments)) for name, arguments in parsed.calls] == [
         ("TakeAction", {"type": "buy", "symbol": "SH600519", "amount": 100}),
         ("get_price_data", {"symbol": "SH600519", "indicators": ["MA5", "RSI_14"]}),

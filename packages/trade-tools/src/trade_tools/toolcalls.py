@@ -2,8 +2,12 @@
 
 A model served by vLLM has its reply parsed by the server (``--reasoning-parser qwen3`` and a tool-call parser
 per family); a model run in-process (``trade eval --policy local``, the tiny model's tests) has only its text.
-This module reads that text the same way: the reasoning is what precedes ``</think>`` (calls written while
-thinking are not calls), then every ``<tool_call>`` block of the answer, in the family's format:
+This module reads that text the same way. The reasoning is split off as vLLM 0.32's qwen3 reasoning parser does
+with thinking on (the chat template's default, and what our requests get): a reply is reasoning from its start
+until ``</think>`` or its first ``<tool_call>``, whichever comes first (a call written while thinking is a call,
+as in vLLM and in verl's parsers, which read every block), or to its end when it has neither; the template may
+open the block in the prompt, so an opening ``<think>`` is not needed. Then every ``<tool_call>`` block of the
+answer is read, in the family's format:
 
 - ``hermes`` (Qwen3): ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``;
 - ``qwen3_coder`` (Qwen3.5): ``<tool_call><function=NAME><parameter=K>V</parameter>...</function></tool_call>``,
@@ -87,11 +91,14 @@ def parse_reply(text: str, fmt: str, tools: Sequence[Mapping[str, Any]] = ()) ->
 
 
 def _split_reasoning(text: str) -> tuple[str | None, str]:
-    """The reasoning before the first ``</think>`` (the template may have opened the block in the prompt)."""
-    thought, closed, answer = text.partition("</think>")
-    if not closed:
-        return None, text
-    return thought.strip().removeprefix("<think>").strip(), answer
+    """``(reasoning, answer)`` as vLLM splits them (see the module's docstring): the reasoning ends at the first
+    ``</think>`` or ``<tool_call>``, whichever comes first; ``<think>`` and a ``</think>`` after the reasoning are
+    markers vLLM drops."""
+    ends = [(at, marker) for marker in ("</think>", "<tool_call>") if (at := text.find(marker)) >= 0]
+    at, marker = min(ends, default=(len(text), ""))
+    answer = text[at + len(marker) :] if marker == "</think>" else text[at:]
+    thought = text[:at].replace("<think>", "").strip()
+    return thought or None, answer.replace("</think>", "")
 
 
 def _hermes(body: str) -> list[tuple[str, str]]:
