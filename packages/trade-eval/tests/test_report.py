@@ -162,6 +162,19 @@ def test_damaged_and_unfinished_runs_show_what_is_there(runs: dict[str, Path], t
     assert "unfinished" in html and 'id="nav-chart"' in html
 
 
+def test_a_summary_of_another_shape_is_a_problem_not_metrics(runs: dict[str, Path], tmp_path: Path) -> None:
+    """summary.json is read as the backtest's summary: one of another shape (here a tasks run's) is named as a
+    problem and the run shown from its days, where it was taken as a summary with no rows."""
+    run = tmp_path / "run"
+    shutil.copytree(runs["hold"], run)
+    (run / "summary.json").write_text(json.dumps({"episodes": 5, "played": 5, "failed": 0}))
+    loaded = load_run(run)
+    assert loaded.summary is None and len(loaded.days) == 5
+    assert loaded.problems == ["summary.json: not a backtest summary (conventions: Field required)"]
+    write_report([loaded], tmp_path / "report.html")
+    assert "not a backtest summary" in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
 def test_load_run_never_raises_for_broken_files(runs: dict[str, Path], tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(runs["hold"], run)

@@ -14,16 +14,20 @@ from trade_tools.runfolder import (
     METRICS,
     ROLLOUTS,
     STEPS,
+    SUMMARY,
     TRAJECTORIES,
     Appender,
+    BacktestSummary,
     Manifest,
     RunManifest,
     TasksManifest,
+    TasksSummary,
     ends_inside_line,
     kind_of,
     open_run,
     read_lines,
     read_manifest,
+    read_summary,
     trajectory_id_of,
 )
 
@@ -87,3 +91,20 @@ def test_a_folder_is_the_kind_its_files_and_manifest_say(tmp_path: Path) -> None
     assert kind_of(folder("verl", {f"{STEPS}/1.jsonl": ""})) == "training"
     assert kind_of(folder("trl", {METRICS: "", f"{ROLLOUTS}/{STEPS}/1.jsonl": ""})) == "training"
     assert kind_of(tmp_path / "empty") is None
+
+
+def test_summaries_read_typed_by_kind_and_a_wrong_one_is_one_line(tmp_path: Path) -> None:
+    """Today's summary.json of each kind reads as its model, the same JSON written back; one that is no JSON or
+    not that kind's says so in one line."""
+    backtest, tasks = read_summary(FOLDERS / "backtest", "backtest"), read_summary(FOLDERS / "tasks", "tasks")
+    assert isinstance(backtest, BacktestSummary) and next(iter(backtest.rows)) == "random"
+    assert backtest.nav["dates"][0] == "2024-01-31" and len(backtest.nav["random"]) == 3
+    assert isinstance(tasks, TasksSummary) and tasks.episodes == 2 and tasks.played + tasks.failed == 2
+    for kind, summary in (("backtest", backtest), ("tasks", tasks)):
+        assert json.loads(summary.model_dump_json()) == json.loads((FOLDERS / kind / SUMMARY).read_text())
+    (tmp_path / SUMMARY).write_bytes(b"\xff{")
+    with pytest.raises(ValueError, match=r"^summary.json: unreadable \("):
+        read_summary(tmp_path, "backtest")
+    shutil.copy(FOLDERS / "tasks" / SUMMARY, tmp_path / SUMMARY)
+    with pytest.raises(ValueError, match=r"^summary.json: not a backtest summary \(conventions: Field required"):
+        read_summary(tmp_path, "backtest")

@@ -53,6 +53,7 @@ from trade_tools.runfolder import (
     SEEDS,
     SUMMARY,
     TRAJECTORIES,
+    BacktestSummary,
     DayRecord,
     Manifest,
     PoolSpec,
@@ -104,13 +105,12 @@ class Backtest:
         max_turns: int = MAX_TURNS,
         rules: ExecutionRules | None = None,
         anonymize: bool = False,
-        anonymize_noise: float | None = None,
         manager: TradePluginManager | None = None,
     ) -> None:
         """``pool``: the run's stocks (else ``pool_size`` drawn with ``seed`` on the first day); ``anonymize``:
-        each day's Task is anonymized (:mod:`trade_tools.anonymize`), its aliases drawn afresh every day, its bars
-        perturbed by ``anonymize_noise`` (``Task.anonymize_noise``); ``manager``: the plugins each day's Episode
-        and the run's end are played with (default: the process-wide ones)."""
+        each day's Task is anonymized (:mod:`trade_tools.anonymize`), its aliases drawn afresh every day;
+        ``manager``: the plugins each day's Episode and the run's end are played with (default: the process-wide
+        ones)."""
         self.store = store
         self.manager = manager or get_manager()
         self.start = start
@@ -122,7 +122,6 @@ class Backtest:
         self.rules = rules or ExecutionRules()
         self.settings = EpisodeSettings(max_turns=max_turns)
         self.anonymize = anonymize
-        self.anonymize_noise = anonymize_noise
         first = store.asof(self.dates[0])
         first.members(universe)  # refuses an unknown universe
         self.from_file = pool is not None
@@ -174,7 +173,6 @@ class Backtest:
             cash=account.cash + dividends,
             universe=self.universe,
             anonymized=self.anonymize,
-            anonymize_noise=self.anonymize_noise,
         )
         episode = Episode.start(task, self.store, rules=self.rules, settings=self.settings, manager=self.manager)
         return TradingDay(episode, None if policy.reads_prompt else []), dividends
@@ -318,7 +316,7 @@ def run_backtest(
         log.info("backtest.start", out=str(out), policy=policy.name, days=len(manifest.dates), done=len(records))
         play_into(out, backtest, policy, settings, records, progress=progress)
         summary = compare(backtest, policy, settings, records, conventions or Conventions())
-        write_json(out / SUMMARY, summary)
+        write_json(out / SUMMARY, BacktestSummary.model_validate(summary))
     failed = sum(r.status == "failed" for r in records)
     log.info("backtest.done", out=str(out), days=len(records), failed=failed, nav=records[-1].nav)
     backtest.manager.notify(trade_run_finished, kind="backtest", folder=out)

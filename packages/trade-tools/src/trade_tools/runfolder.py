@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trade_core.errors import TradeError, error_line
 from trade_core.files import atomic_write, lock_file
@@ -171,6 +171,44 @@ class EpisodeRecord(Usage):
     trajectory_id: str
 
 
+class BacktestSummary(BaseModel):
+    """summary.json of a backtest: each portfolio's metrics (the policy's row first, then the baselines and the
+    CSI300), their NAVs from the base close on, and how the metrics were computed. An undefined metric is
+    written as it was computed (NaN), as json.dumps writes it."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
+    conventions: dict[str, Any]
+    rows: dict[str, dict[str, Any]] = Field(description="metrics by portfolio, keyed as trade_eval.metrics names them")
+    nav: dict[str, list[Any]] = Field(description='"dates", then each portfolio\'s NAV on them')
+
+
+class TasksSummary(BaseModel):
+    """summary.json of a tasks run: rewards over the episodes played, the rest over every episode; each ``*_ci``
+    is the interval of the value before it, drawn as ``interval_method`` says."""
+
+    episodes: int
+    played: int
+    failed: int
+    mean_reward: dict[str, float | None] = Field(description="by scheme")
+    mean_reward_ci: dict[str, list[float] | None]
+    stop_rate: float | None
+    stop_rate_ci: list[float] | None
+    tool_error_rate: float | None
+    tool_error_rate_ci: list[float] | None
+    buys_per_episode: float | None
+    exploit_share: float | None = Field(description="of the buys, those of the top stock by a planted signal")
+    exploit_share_ci: list[float] | None
+    interval_method: str
+    failure_reasons: dict[str, int]
+    turns_per_episode: float | None
+    prompt_tokens_per_episode: float | None
+    completion_tokens_per_episode: float | None
+    requests: int
+    retries: int
+    servers: dict[str, int] = Field(description="episodes per server")
+
+
 class RunManifest(BaseModel):
     """What a run of a policy is: the fields every kind shares. Everything but :attr:`UNCHECKED`, the paths and
     the dataset's description must match for ``--resume`` (:meth:`settings`)."""
@@ -180,6 +218,8 @@ class RunManifest(BaseModel):
     """The file of the run's records, a line per finished day or episode ..."""
     RECORD: ClassVar[type[DayRecord | EpisodeRecord]]
     """... each one of these."""
+    SUMMARY: ClassVar[type[BacktestSummary | TasksSummary]]
+    """What the finished run's summary.json holds."""
 
     format: Literal[1] = FORMAT
     kind: Literal["backtest", "tasks"]
@@ -211,6 +251,7 @@ class Manifest(RunManifest):
 
     RECORDS: ClassVar[str] = DAYS
     RECORD: ClassVar[type[DayRecord]] = DayRecord
+    SUMMARY: ClassVar[type[BacktestSummary]] = BacktestSummary
 
     kind: Literal["backtest"] = "backtest"
     base_url: str | None
@@ -240,6 +281,7 @@ class TasksManifest(RunManifest):
     UNCHECKED: ClassVar[frozenset[str]] = RunManifest.UNCHECKED | {"base_urls"}
     RECORDS: ClassVar[str] = EPISODES
     RECORD: ClassVar[type[EpisodeRecord]] = EpisodeRecord
+    SUMMARY: ClassVar[type[TasksSummary]] = TasksSummary
 
     kind: Literal["tasks"] = "tasks"
     base_urls: list[str]
@@ -324,6 +366,18 @@ def kind_of(folder: Path) -> Kind | None:
     if (folder / METRICS).exists() or any((folder / sub).is_dir() for sub in STEP_FOLDERS):
         return "training"
     return None
+
+
+def read_summary(out: Path, kind: str) -> BacktestSummary | TasksSummary:
+    """The summary.json of a ``kind`` run, or a one-line error (OSError, ValueError) saying why it is not one."""
+    text = (out / SUMMARY).read_bytes()
+    model = MANIFESTS[kind].SUMMARY
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as error:
+        if error.errors()[0]["type"] == "json_invalid":
+            raise ValueError(f"{SUMMARY}: unreadable ({error_line(error)})") from None
+        raise ValueError(f"{SUMMARY}: not a {kind} summary ({error_line(error)})") from None
 
 
 def read_manifest(out: Path, model: type[RunManifest] = Manifest) -> RunManifest:

@@ -58,7 +58,7 @@ def _daily_returns(path: Path) -> tuple[str, dict[str, float], dict[str, Any]]:
             f"{path}: the NAV of {damaged.date} is {damaged.nav}, not a positive number", hint="the run is damaged"
         )
     by_date = {str(day.date): navs[i + 1] / navs[i] - 1 for i, day in enumerate(run.days)}
-    return f"{run.name} ({run.policy})", by_date, (run.summary or {}).get("conventions") or {}
+    return f"{run.name} ({run.policy})", by_date, run.summary.conventions if run.summary else {}
 
 
 def _episodes(path: Path) -> tuple[str, list[str], dict[tuple[str, int], EpisodeRecord]]:

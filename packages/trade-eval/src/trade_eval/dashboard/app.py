@@ -27,7 +27,7 @@ from trade_eval.dashboard.state import RunState, States
 from trade_eval.report.charts import nav_chart
 from trade_eval.report.page import chart_lines, cny, count, num, pct, sign, state
 from trade_eval.report.runs import Run, finite
-from trade_tools.runfolder import DAYS, EPISODES, DayRecord
+from trade_tools.runfolder import DAYS, EPISODES, BacktestSummary, DayRecord
 
 ROOT, STATES, PLAYS = web.AppKey("root", Path), web.AppKey("states", States), web.AppKey("plays", Plays)
 HOSTS = web.AppKey("hosts", frozenset)
@@ -113,7 +113,7 @@ async def run_page(request: web.Request) -> web.Response:
         filters=views.FILTERS,
         reasons=views.reasons(rows),
         problems=problems,
-        summary=views.summary_view(state) if summary.value else None,
+        summary=views.summary_view(state) if isinstance(summary.value, BacktestSummary) else None,
         manifest=manifest.value or {},
         others=[n for n, r in discover(request.app[ROOT]).items() if r.kind == state.run.kind and n != state.run.name],
     )

@@ -16,15 +16,15 @@ from trade_core.errors import error_line
 from trade_eval.dashboard.folders import RunFolder, part
 from trade_eval.dashboard.lines import LineIndex
 from trade_eval.dashboard.records import JsonLines, Line
-from trade_tools.runfolder import MANIFEST, MANIFESTS, METRICS, STEP_FOLDERS, SUMMARY, TRAJECTORIES
+from trade_tools.runfolder import MANIFEST, MANIFESTS, METRICS, STEP_FOLDERS, SUMMARY, TRAJECTORIES, read_summary
 from trade_tools.trajectory import Trajectory
 
 
 @dataclass
 class Loaded:
-    """A JSON file read whole (manifest, summary), or why it could not be."""
+    """A JSON file read whole (the manifest as a dict, the summary typed by the run's kind), or why it could not be."""
 
-    value: dict[str, Any] | None = None
+    value: Any = None
     problem: str = ""
 
 
@@ -70,7 +70,15 @@ class RunState:
         return self.json_file(MANIFEST)
 
     def summary(self) -> Loaded:
-        return self.json_file(SUMMARY)
+        """The finished run's :class:`BacktestSummary` or :class:`TasksSummary`, or why it is not one."""
+        if part(self.run, self.root, SUMMARY) is None or self.run.kind not in MANIFESTS:
+            return Loaded()
+        try:
+            return Loaded(read_summary(self.run.path, self.run.kind))
+        except OSError as error:
+            return Loaded(None, f"{SUMMARY}: unreadable ({error_line(error)})")
+        except ValueError as error:
+            return Loaded(None, str(error))
 
     def steps(self) -> dict[int, Path]:
         """A training run's ``{step}.jsonl`` files by step."""

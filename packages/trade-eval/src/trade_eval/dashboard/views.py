@@ -10,12 +10,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from trade_core.errors import error_line
+from trade_eval.backtest import INDEX_ROW
 from trade_eval.dashboard.records import Line
 from trade_eval.dashboard.state import RunState
 from trade_eval.metrics import trading, trading_note
 from trade_eval.report.page import conventions_lines, message_view, metrics_table, orders_view, pct
 from trade_eval.report.runs import finite
-from trade_tools.runfolder import MANIFESTS
+from trade_tools.runfolder import MANIFESTS, BacktestSummary, TasksSummary
 from trade_tools.trajectory import Trajectory
 
 PAGE = 200
@@ -127,10 +128,10 @@ def headline(state: RunState) -> dict[str, Any]:
     row["problems"] += [line.problem for line in lines if line.problem][:3]
     if state.run.kind == "tasks":
         row["count"] = f"{len(values)} episodes"
-        found = summary.value or {}
-        means = found.get("mean_reward") or {}
+        found: TasksSummary | None = summary.value
+        means = found.mean_reward if found else {}
         row["numbers"] = [(f"reward {k}", _num(v)) for k, v in means.items()] + [
-            ("stop rate", pct(found.get("stop_rate"), signed=False))
+            ("stop rate", pct(found.stop_rate if found else None, signed=False))
         ]
         return row
     planned = len(settings.get("dates") or [])
@@ -139,9 +140,9 @@ def headline(state: RunState) -> dict[str, Any]:
     note = trading_note(trading(values))
     shown = pct(nav / cash - 1 if nav is not None and cash else None)
     row["numbers"] = [("return", f"{shown} — {note}" if note else shown)]
-    rows = (summary.value or {}).get("rows")
-    if isinstance(rows, dict) and isinstance(rows.get("CSI300"), dict):
-        row["numbers"].append(("CSI300", pct(rows["CSI300"].get("total_return"))))
+    index = summary.value.rows.get(INDEX_ROW) if summary.value else None
+    if index is not None:
+        row["numbers"].append((INDEX_ROW, pct(index.get("total_return"))))
     failed, unstopped = (
         sum(v.get("status") == "failed" for v in values),
         sum(v.get("episode_status") != "stopped" for v in values),
@@ -156,10 +157,12 @@ def _num(value: Any) -> str:
 
 
 def summary_view(state: RunState) -> dict[str, Any]:
-    """A backtest's metrics table and conventions, as the report shows them."""
-    found = state.summary().value or {}
-    conventions = found.get("conventions") if isinstance(found.get("conventions"), dict) else {}
-    return {"metrics": metrics_table(found.get("rows"), conventions), "conventions": conventions_lines(conventions)}
+    """A finished backtest's metrics table and conventions, as the report shows them."""
+    found: BacktestSummary = state.summary().value
+    return {
+        "metrics": metrics_table(found.rows, found.conventions),
+        "conventions": conventions_lines(found.conventions),
+    }
 
 
 def training_rows(state: RunState) -> list[dict[str, Any]]:

@@ -147,8 +147,7 @@ def conventions_lines(conventions: dict[str, Any]) -> list[str]:
 
 
 def _conventions(run: Run) -> dict[str, Any]:
-    found = (run.summary or {}).get("conventions")
-    return found if isinstance(found, dict) else {}
+    return run.summary.conventions if run.summary else {}
 
 
 ONE_LINE = 120
@@ -236,7 +235,7 @@ def run_view(run: Run) -> dict[str, Any]:
         "problems": run.problems,
         "days": days,
         "failed": [d for d in days if d["flagged"]],
-        "metrics": metrics_table((run.summary or {}).get("rows"), conventions),
+        "metrics": metrics_table(run.summary.rows if run.summary else None, conventions),
         "conventions": conventions_lines(conventions),
     }
 

@@ -17,7 +17,17 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from trade_core.errors import TradeError, error_line
-from trade_tools.runfolder import DAYS, MANIFEST, SEEDS, SUMMARY, TRAJECTORIES, DayRecord, Manifest
+from trade_tools.runfolder import (
+    DAYS,
+    MANIFEST,
+    SEEDS,
+    SUMMARY,
+    TRAJECTORIES,
+    BacktestSummary,
+    DayRecord,
+    Manifest,
+    read_summary,
+)
 from trade_tools.trajectory import Trajectory
 
 Record = TypeVar("Record", bound=BaseModel)
@@ -46,7 +56,7 @@ class Run:
     """The DayRecords of days.jsonl that could be read, in file order."""
     trajectories: dict[str, Trajectory] = field(default_factory=dict)
     """Trajectories by id."""
-    summary: dict[str, Any] | None = None
+    summary: BacktestSummary | None = None
     problems: list[str] = field(default_factory=list)
     """What could not be read, one line each, for the reader."""
 
@@ -62,8 +72,7 @@ class Run:
     @property
     def policy(self) -> str:
         """The manifest's policy, else the summary's first row (the backtest writes the policy's first)."""
-        rows = (self.summary or {}).get("rows")
-        return self.setting("policy", str) or next(iter(rows if isinstance(rows, dict) else ()), "policy")
+        return self.setting("policy", str) or next(iter(self.summary.rows if self.summary else ()), "policy")
 
     @property
     def finished(self) -> bool:
@@ -76,13 +85,13 @@ class Run:
     def nav(self) -> NavSeries:
         """The NAVs of the summary (policy, baselines, index from the base close on), or, for a run without
         one, the policy's NAV at each finished day's close."""
-        nav = (self.summary or {}).get("nav")
-        if isinstance(nav, dict) and isinstance(nav.get("dates"), list):
+        nav = self.summary.nav if self.summary else {}
+        if "dates" in nav:
             dates = [str(d) for d in nav["dates"]]
             values = {
                 str(name): [finite(v) for v in series]
                 for name, series in nav.items()
-                if name != "dates" and isinstance(series, list) and len(series) == len(dates)
+                if name != "dates" and len(series) == len(dates)
             }
             return NavSeries(dates, values)
         return NavSeries([str(d.date) for d in self.days], {self.policy: [d.nav for d in self.days]})
@@ -167,7 +176,10 @@ def load_run(path: Path | str) -> Run:
         if parts[TRAJECTORIES].is_file():
             run.trajectories = {t.id: t for t in read_records(parts[TRAJECTORIES], Trajectory, run.problems)}
         if parts[SUMMARY].is_file():
-            run.summary = _read_object(parts[SUMMARY], run.problems)
+            try:
+                run.summary = read_summary(run.path, "backtest")
+            except ValueError as error:
+                run.problems.append(str(error))
         else:
             planned = len(run.setting("dates", list) or [])
             run.problems.append(
