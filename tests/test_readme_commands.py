@@ -19,7 +19,7 @@ import pytest
 from trade_core.cli import build_cli
 from trade_core.plugins import get_manager
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[1]
 READMES = [REPO / "README.md", *sorted(REPO.glob("packages/*/README.md"))]
 
 

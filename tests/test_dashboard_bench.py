@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARK = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_dashboard.py"
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_dashboard.py"
 
 
 @pytest.mark.slow

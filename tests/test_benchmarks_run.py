@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 NO_TORCH = any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "trade_train"))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trade_core.testing import run_trade
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[1] / "README.md"
 PLAY_COMMANDS = ("get_price_data", "get_macro_indicators", "compute_alpha_factor", "TakeAction", "buy", "sell", "stop")
 
 
