@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from trade_core.testing import run_trade
 from trade_data.store import MarketStore
 from trade_eval.backtest import Backtest
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SFT_STEPS = 400
-"""At 300 steps the greedy first token of a reply flipped away from <tool_call> when a tool schema changed."""
-TUNE_S = 1800
-"""Teaching the tiny model takes about 2 min on 2 idle cores; over 10 on cores shared with other jobs."""
 TUTORIAL = dt.date(2025, 6, 20)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Opt into trade-data's fixtures (a conftest below the rootdir cannot name them in ``pytest_plugins``)."""
+    config.pluginmanager.import_plugin("trade_data.testing")
 
 
 @pytest.fixture
@@ -46,17 +46,6 @@ def policy_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: trade-eval-testpolicy\nVersion: 0.1.0\n")
     (info / "entry_points.txt").write_text("[trade]\ntestpolicy = trade_eval_testpolicy\n")
     return site
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny Qwen3, built and taught the tool-call format by the real CLI (nothing cached). Its demonstrations
-    trade on the default synthetic market: taught on the real data's longer prompts, it left out the opening
-    <tool_call>. Needs torch and trade-train[tiny] (`tox -e eval`)."""
-    out = tmp_path_factory.mktemp("tiny") / "qwen3"
-    made = run_trade("model", "tiny", "--out", str(out), "--sft-steps", str(SFT_STEPS), timeout=TUNE_S)
-    assert made.code == 0, made.err
-    return out
 
 
 HOLD = """

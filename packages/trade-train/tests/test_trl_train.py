@@ -73,19 +73,17 @@ def test_wrong_settings_are_one_line_before_anything_is_written(tasks: Path, tmp
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL not installed (tox -e trl)")
-def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(tasks: Path, real_dataset: Path, tmp_path: Path) -> None:
+def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(
+    tasks: Path, real_dataset: Path, tiny_model: Path, tmp_path: Path
+) -> None:
+    """The tiny model taught the call format (trade-train's fixture, shared with tox -e eval and vllm), so some
+    first replies are well-formed calls; the trained model goes to the run folder, the taught one is untouched."""
     from trade_tools.runfolder import METRICS, ROLLOUTS, step_file
     from trade_train.trl_grpo.run import train
 
-    model = tmp_path / "tiny"
-    # Enough fine-tuning that some first replies are well-formed calls (~1-2 min alone on 2 cores; slower when shared)
-    built = run_trade(
-        "model", "tiny", "--out", str(model), "--sft-steps", "150", "--data", str(real_dataset), timeout=1800
-    )
-    assert built.code == 0, built.err
     run_dir = tmp_path / "run"
     config = RunConfig(
-        model=str(model),
+        model=str(tiny_model),
         tasks=tasks,
         data=real_dataset,
         reward="bucketed",
@@ -93,10 +91,12 @@ def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(tasks: Path, real_
         run_dir=run_dir,
         grpo=GRPOSettings(steps=2),
     )
+    taught = {path.name: path.stat().st_mtime_ns for path in tiny_model.iterdir()}
     started = time.perf_counter()
     out = train(config)
     print(f"2 GRPO steps on CPU: {time.perf_counter() - started:.1f} s")
     assert (out / "config.json").is_file()
+    assert {path.name: path.stat().st_mtime_ns for path in tiny_model.iterdir()} == taught
     lines = [json.loads(line) for line in (run_dir / METRICS).read_text().splitlines()]
     assert [line["step"] for line in lines] == [1, 2]
     for line in lines:
