@@ -229,3 +229,22 @@ def test_an_anonymized_baselines_star_orders_are_the_nearest_counts_whole_units_
                 assert shares == planned, (task.task_id, symbol)
                 exact += star
     assert coarse and exact
+
+
+def test_a_refused_order_reads_in_real_shares_in_reports(synth_store: MarketStore) -> None:
+    """Reports and the dashboard list a refused anonymized order under "Shares" as the real shares its typed
+    units are worth (they once showed the units), with the units beside them; a plain order's shares as typed."""
+    from trade_eval.report.page import orders_view
+
+    task = day_task(synth_store, synth_store.dates[40].astype(object), pool_size=5, seed=3)
+    for anonymized in (True, False):
+        episode = Episode.start(task.model_copy(update={"anonymized": anonymized}), synth_store)
+        symbol = task.pool[0]
+        typed = episode.units_for(symbol, 100_000_000)  # worth more than the cash: refused
+        shown = episode.aliases.symbols[symbol] if episode.aliases else symbol
+        episode.call("TakeAction", {"type": "buy", "symbol": shown, "amount": typed})
+        refused = orders_view(episode)["refused"]
+        assert len(refused) == 1 and refused[0]["symbol"] == symbol, refused
+        assert refused[0]["amount"] == episode.shares_for("buy", symbol, typed) == 100_000_000
+        assert refused[0].get("units") == (typed if anonymized else None)
+        assert anonymized is False or typed != 100_000_000

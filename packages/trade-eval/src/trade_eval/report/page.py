@@ -179,7 +179,8 @@ def message_view(message: Message, reveal: Callable[[str], str] = str) -> dict[s
 
 def orders_view(episode: Episode) -> dict[str, Any]:
     """The day's orders: ``fills`` (with costs), ``refused`` (with the Episode's reasons) and the stop's
-    ``summary``, with real symbols and dates where the model read aliases."""
+    ``summary``, with real symbols and dates where the model read aliases; a refused order's ``amount`` in real
+    shares (the whole lots the ``units`` it typed are worth, when anonymized)."""
     reveal, fills, refused, summary = episode.reveal, [], [], ""
     for action in episode.actions:
         if action.type == "stop":
@@ -189,6 +190,10 @@ def orders_view(episode: Episode) -> dict[str, Any]:
         else:
             order = action.model_dump(include={"type", "symbol", "amount", "reason", "reasoning"})
             refused.append({key: reveal(v) if isinstance(v, str) else v for key, v in order.items()})
+            if episode.aliases and action.amount is not None and action.amount > 0:  # typed in units: real shares
+                symbol = (action.symbol or "").strip().upper()
+                shares = episode.aliases.shares(action.amount, symbol, sellable=0, rules=episode.rules)
+                refused[-1] |= {"amount": shares, "units": action.amount}
     return {"fills": fills, "refused": refused, "summary": summary}
 
 
