@@ -12,6 +12,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 DISTRIBUTIONS = ("trade-plugin-hello", "trade-plugin-clash", "trade-plugin-broken", "trade-plugin-faulty")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Opt into trade-core's fixtures (a conftest below the rootdir cannot name them in ``pytest_plugins``)."""
+    config.pluginmanager.import_plugin("trade_core.testing")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that installs the fixture distributions is slow (about 15 s once per session)."""
     for item in items:

@@ -15,6 +15,11 @@ from trade_eval.policies.baselines import Momentum
 from trade_reward.tasks import build_tasks
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Opt into trade-data's fixtures (a conftest below the rootdir cannot name them in ``pytest_plugins``)."""
+    config.pluginmanager.import_plugin("trade_data.testing")
+
+
 class PromptedMomentum(Momentum):
     """The momentum baseline's days with the Episode's prompt rendered, as a model's days have it (a baseline
     skips it): real days with tool calls that can be exported for training."""

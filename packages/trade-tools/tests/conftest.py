@@ -14,6 +14,11 @@ from trade_data.synth import write_synthetic_market
 from trade_tools.episode import Episode, Task
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Opt into trade-data's fixtures (a conftest below the rootdir cannot name them in ``pytest_plugins``)."""
+    config.pluginmanager.import_plugin("trade_data.testing")
+
+
 def _find_day(
     store: MarketStore,
     board: Board,

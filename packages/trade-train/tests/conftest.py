@@ -7,6 +7,11 @@ from pathlib import Path
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Opt into trade-data's fixtures (a conftest below the rootdir cannot name them in ``pytest_plugins``)."""
+    config.pluginmanager.import_plugin("trade_data.testing")
+
+
 @pytest.fixture(scope="session")
 def tasks(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small real tasks folder (train and val), built once per session."""

@@ -1,7 +1,8 @@
 """Fixtures for testing trade-agent and its plugins (a pytest plugin, like ``tox.pytest``).
 
-Installed with trade-core and loaded by pytest through the ``pytest11`` entry point, so core
-tests and third-party plugin authors use the same helpers.
+Installed with trade-core and opt-in: a test module names it in ``pytest_plugins`` (a conftest's
+``pytest_configure`` imports it with ``config.pluginmanager.import_plugin``), so core tests and third-party
+plugin authors use the same helpers and nobody else's pytest session loads it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 ``TRADE_SAMPLE_DATA`` points at the cn-csi300 folder (``daily.parquet``, ``calendar.txt``,
 ``csi300.txt``); without it the fixtures look for ``../shared/data/cn-csi300`` beside the
-repository and skip with a reason when neither exists. Later packages reuse these fixtures.
+repository and skip with a reason when neither exists. Later packages reuse these fixtures, opting in (it imports
+numpy and pandas): ``pytest_plugins = ["trade_data.testing"]`` in a test module, or
+``config.pluginmanager.import_plugin("trade_data.testing")`` in a conftest's ``pytest_configure``.
 """
 
 from __future__ import annotations
