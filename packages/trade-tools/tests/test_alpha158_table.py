@@ -11,7 +11,6 @@ import pytest
 
 from trade_tools.alpha import alpha158_expressions
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "alpha158_table.py"
 POOL = ["SH600519", "SZ000001"]
 CALL_AND_LIST_QLIB = """
 import sys
@@ -50,10 +49,3 @@ def test_the_table_is_qlibs_alpha158() -> None:
     assert list(shipped) == names
     for name, text in zip(names, fields, strict=True):
         assert shipped[name] == text, name
-
-
-@pytest.mark.qlib
-def test_the_script_checks_the_table_against_qlib() -> None:
-    pytest.importorskip("qlib")
-    run = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stdout + run.stderr

@@ -146,4 +146,4 @@ def test_the_prompts_market_state_is_what_the_bars_say_on_every_day(market: str,
         )
         episode = Episode.start(task, store)
         computed = market_summary(episode.view, index=task.index, universe=task.universe, precomputed=False)
-        assert "## " + episode.hide(computed.to_text()) + "\n\n" in episode.messages()[0]["content"]
+        assert "## " + episode.hide(computed.to_text(coarse=anonymized)) + "\n\n" in episode.messages()[0]["content"]

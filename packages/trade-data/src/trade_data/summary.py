@@ -58,9 +58,13 @@ class MarketSummary(BaseModel):
     def breadth(self) -> float:
         return self.advancers / self.traded if self.traded else math.nan
 
-    def to_text(self) -> str:
+    def to_text(self, *, coarse: bool = False) -> str:
+        """The prompt's lines; ``coarse`` (an anonymized episode): three labels only, since the figures (a count
+        like 上涨172/298家, a 20-day change to 0.01%) name the day among every date of the data."""
         name = INDEX_NAMES.get(self.index, self.index)
         lines = [f"{'【合成数据】' if self.synthetic else ''}市场状态（截至{self.date}收盘，{name}）："]
+        if coarse:
+            return "\n".join([*lines, *self._labels()])
         if math.isnan(self.volatility_20d):
             lines.append("- 波动：历史不足20日，无法判断")
         else:
@@ -80,6 +84,18 @@ class MarketSummary(BaseModel):
         style = _label(self.style_spread_20d, (-0.01, 0.01), ("小盘占优", "均衡", "大盘占优"))
         lines.append(f"- 风格：近20日沪深300相对中证500{_pct(self.style_spread_20d)}（{style}）")
         return "\n".join(lines)
+
+    def _labels(self) -> list[str]:
+        """The volatility regime and the two trends as labels alone: what a coarse text shows. Six labels still
+        named 6.5% of the real sample's days alone; these three name none (breadth, activity and style are for
+        the tools to read)."""
+        regime = _label(self.volatility_percentile, (0.3, 0.7), ("低波动", "中等波动", "高波动"))
+        short = _label(self.return_5d, (-0.01, 0.01), ("偏弱", "震荡", "偏强"))
+        medium = _label(self.return_20d, (-0.03, 0.03), ("下行", "震荡", "上行"))
+        return [
+            f"- 波动：{regime}（20日波动率在近一年的分位：低于30%、30%-70%、高于70%）",
+            f"- 趋势：近5日{short}，近20日{medium}",
+        ]
 
 
 def _label(value: float, edges: tuple[float, float], names: tuple[str, str, str]) -> str:

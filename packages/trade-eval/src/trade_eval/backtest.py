@@ -105,12 +105,13 @@ class Backtest:
         max_turns: int = MAX_TURNS,
         rules: ExecutionRules | None = None,
         anonymize: bool = False,
+        anonymize_noise: float | None = None,
         manager: TradePluginManager | None = None,
     ) -> None:
         """``pool``: the run's stocks (else ``pool_size`` drawn with ``seed`` on the first day); ``anonymize``:
-        each day's Task is anonymized (:mod:`trade_tools.anonymize`), its aliases drawn afresh every day;
-        ``manager``: the plugins each day's Episode and the run's end are played with (default: the process-wide
-        ones)."""
+        each day's Task is anonymized (:mod:`trade_tools.anonymize`), its aliases drawn afresh every day, its bars
+        perturbed by ``anonymize_noise`` (``Task.anonymize_noise``); ``manager``: the plugins each day's Episode
+        and the run's end are played with (default: the process-wide ones)."""
         self.store = store
         self.manager = manager or get_manager()
         self.start = start
@@ -122,6 +123,7 @@ class Backtest:
         self.rules = rules or ExecutionRules()
         self.settings = EpisodeSettings(max_turns=max_turns)
         self.anonymize = anonymize
+        self.anonymize_noise = anonymize_noise
         first = store.asof(self.dates[0])
         first.members(universe)  # refuses an unknown universe
         self.from_file = pool is not None
@@ -173,6 +175,7 @@ class Backtest:
             cash=account.cash + dividends,
             universe=self.universe,
             anonymized=self.anonymize,
+            anonymize_noise=self.anonymize_noise,
         )
         episode = Episode.start(task, self.store, rules=self.rules, settings=self.settings, manager=self.manager)
         return TradingDay(episode, None if policy.reads_prompt else []), dividends

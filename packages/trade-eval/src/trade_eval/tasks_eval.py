@@ -138,16 +138,23 @@ class TasksEval:
         samples: int = 1,
         *,
         anonymize: bool = False,
+        anonymize_noise: float | None = None,
         manager: TradePluginManager | None = None,
     ) -> None:
         """``anonymize``: play plain tasks anonymized, their prompts rendered again with aliases (a folder
-        built with ``--anonymize`` already is); ``manager``: the plugins each Episode and the run's end are played
-        with (default: the process-wide ones)."""
+        built with ``--anonymize`` already is); ``anonymize_noise``: their bars perturbed so (``Task.
+        anonymize_noise``), which only anonymized tasks show; ``manager``: the plugins each Episode and the run's
+        end are played with (default: the process-wide ones)."""
         if not schemes:
             raise TradeError("no reward scheme to score with", hint="pass --scheme bucketed")
         self.store = store
         self.manager = manager or get_manager()
         self.records = [anonymized(record, store) for record in records] if anonymize else list(records)
+        if anonymize_noise is not None:
+            if not all(record.task.anonymized for record in self.records):
+                raise TradeError("--anonymize-noise perturbs what anonymized tasks show", hint="add --anonymize")
+            noise = {"anonymize_noise": anonymize_noise}
+            self.records = [r.model_copy(update={"task": r.task.model_copy(update=noise)}) for r in self.records]
         self.schemes = list(schemes)
         self.samples = samples
 

@@ -117,6 +117,7 @@ def build_tasks(
     per_day: int = 1,
     seed: int = 0,
     anonymize: bool = False,
+    anonymize_noise: float | None = None,
     tools: Sequence[str] | None = None,
     prompt_set: str | None = None,
     progress: bool = False,
@@ -124,7 +125,8 @@ def build_tasks(
     """Sample ``per_day`` tasks for every embargoed T0 of each split and write OUT atomically.
 
     ``anonymize``: every task is flagged (``Task.anonymized``), so its prompt and every episode opened from
-    it (training, ``trade eval tasks``) show aliases for symbols and dates (:mod:`trade_tools.anonymize`).
+    it (training, ``trade eval tasks``) show aliases for symbols and dates (:mod:`trade_tools.anonymize`),
+    its bars perturbed by ``anonymize_noise`` where set (``Task.anonymize_noise``).
     ``tools`` and ``prompt_set``: every episode of the tasks offers these tools and words its prompt so (the
     Episode's defaults where None), whoever opens it.
     """
@@ -143,7 +145,12 @@ def build_tasks(
         pool_size=pool, per_day=per_day, lot_size=rules.lot_size, star_min_shares=rules.star_min_shares
     )
     days = days_per_split(store, splits)
-    look = {"anonymized": anonymize, "tools": None if tools is None else list(tools), "prompt_set": prompt_set}
+    look = {
+        "anonymized": anonymize,
+        "anonymize_noise": anonymize_noise,
+        "tools": None if tools is None else list(tools),
+        "prompt_set": prompt_set,
+    }
     records, summaries = {}, []
     with tqdm(total=sum(map(len, days.values())) * per_day, desc="tasks", unit="task", disable=not progress) as bar:
         for s in splits:

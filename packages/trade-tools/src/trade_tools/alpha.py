@@ -112,14 +112,17 @@ def resolve(text: str) -> tuple[str, Node]:
 
 
 def ranked_at_t0(
-    view: PointInTimeView, node: Node, symbols: Sequence[str], scales: Mapping[str, np.ndarray] | None = None
+    view: PointInTimeView,
+    node: Node,
+    symbols: Sequence[str],
+    shown: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
 ) -> list[tuple[str, float]]:
     """``(symbol, value)`` of ``node`` at T0, highest first, NaN (no data) last: what ``compute_alpha_factor``
-    shows, and what a baseline or a metric reading the same factor ranks by. ``scales``: per-symbol factors on
-    fields (an anonymized episode's), under which a level reads as shown and a ratio as it is."""
+    shows, and what a baseline or a metric reading the same factor ranks by. ``shown``: the columns as an
+    anonymized episode shows them (``Episode.shown_columns``), under which a level reads as shown."""
     columns = columns_at(view, symbols, rows=lookback(node) + 1)
-    for name, factor in (scales or {}).items():
-        columns[name] = columns[name] * factor
+    if shown is not None:
+        columns = shown(columns)
     values = value_at_t0(node, columns)
     order = sorted(range(len(symbols)), key=lambda i: (np.isnan(values[i]), 0.0 if np.isnan(values[i]) else -values[i]))
     return [(symbols[i], float(values[i])) for i in order]

@@ -84,6 +84,28 @@ def _volume_scale(view: PointInTimeView, symbol: str, level: float) -> float:
     return level / mean if mean > 0 else 1.0
 
 
+def noise(task_id: str, symbol: str, sd: float, days: int) -> np.ndarray:
+    """[day, field] multipliers ``exp(sd * z)`` of open, high, low, close and volume on the dataset's first ``days``
+    days, seeded by the episode's task and the symbol: a day's draw is the same in every window, so every tool
+    reads one perturbed history (``EpisodeSettings.anonymize_noise``)."""
+    seed = int.from_bytes(hashlib.sha256(f"{task_id}|{symbol}".encode()).digest()[:8], "little")
+    return np.exp(sd * np.random.default_rng(seed).standard_normal((days, 5)))
+
+
+def perturb(fields: dict[str, np.ndarray], multipliers: np.ndarray) -> dict[str, np.ndarray]:
+    """Bars (open/high/low/close/volume arrays of one shape) times ``multipliers`` (that shape + 5 fields), the
+    high and low widened to hold the open and close: the bar's shape and each day's change are no longer the
+    real ones, so a lookup of exact returns (or a model that memorised them) finds no match."""
+    opened, close = fields["open"] * multipliers[..., 0], fields["close"] * multipliers[..., 3]
+    return fields | {
+        "open": opened,
+        "high": np.maximum(fields["high"] * multipliers[..., 1], np.maximum(opened, close)),
+        "low": np.minimum(fields["low"] * multipliers[..., 2], np.minimum(opened, close)),
+        "close": close,
+        "volume": fields["volume"] * multipliers[..., 4],
+    }
+
+
 def hide_schemas(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tool schemas as every anonymized episode shows them: an alias as the example code, indices by name.
 

@@ -10,6 +10,7 @@ whose tools, prompt sets and event hooks it uses (the process-wide one unless th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Literal
 
@@ -20,14 +21,14 @@ from pydantic_core import ErrorDetails
 
 from trade_core.errors import TradeError
 from trade_core.plugins import TradePluginManager, get_manager
-from trade_data.store import MarketStore, PointInTimeView
+from trade_data.store import Bars, MarketStore, PointInTimeView
 from trade_data.symbols import Board, board_of
 from trade_tools import hookspecs
-from trade_tools.anonymize import Aliases, hide_schemas
+from trade_tools.anonymize import Aliases, hide_schemas, noise, perturb
 from trade_tools.execution import portfolio_value
 from trade_tools.limits import MAX_TURNS
 from trade_tools.portfolio import ActionRecord, Cash, Position
-from trade_tools.records import Task
+from trade_tools.records import NOISE_LIMIT, Task
 from trade_tools.rules import ExecutionRules
 from trade_tools.text import day, shown
 from trade_tools.tool import EXAMPLE_SYMBOL, TOOLS, Tool, ToolError
@@ -53,6 +54,12 @@ class EpisodeSettings(BaseModel):
     char_budgets: dict[str, int] = Field(default_factory=dict, description="per-tool text limit overrides")
     prompt_set: str = "default"
     inject_tool_descriptions: bool = True
+    anonymize_noise: float = Field(
+        0.0,
+        ge=0,
+        le=NOISE_LIMIT,
+        description="anonymized episodes: sd of the per-day perturbation of the bars the model reads (0: none)",
+    )
 
 
 def task_settings(task: Task, settings: EpisodeSettings, manager: TradePluginManager) -> EpisodeSettings:
@@ -70,6 +77,8 @@ def task_settings(task: Task, settings: EpisodeSettings, manager: TradePluginMan
 
         PROMPT_SETS.get(task.prompt_set, manager)  # an unknown set fails here, naming the known ones
         update["prompt_set"] = task.prompt_set
+    if task.anonymize_noise is not None:
+        update["anonymize_noise"] = task.anonymize_noise
     return settings.model_copy(update=update) if update else settings
 
 
@@ -94,6 +103,8 @@ class Episode(BaseModel):
     _view: PointInTimeView | None = PrivateAttr(None)
     _manager: TradePluginManager | None = PrivateAttr(None)
     _calendar: np.ndarray | None = PrivateAttr(None)
+    _memo: dict[tuple[str, str], Any] = PrivateAttr(default_factory=dict)
+    """What the perturbed view (``anonymize_noise``) computes once per symbol: its noise and its indicators."""
 
     @model_serializer(mode="wrap")
     def _plain_unchanged(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -147,6 +158,7 @@ class Episode(BaseModel):
         self._manager = manager or self._manager
         self._view = store.asof(self.task.date)
         self._calendar = store.dates[: self._view.index + 1]
+        self._memo = {}
         return self
 
     @property
@@ -179,6 +191,52 @@ class Episode(BaseModel):
     def price_scale(self, symbol: str) -> float:
         """Shown price / real price of ``symbol``: 1, or its per-episode scale when anonymized."""
         return self.aliases.price(symbol) if self.aliases else 1.0
+
+    def noise(self, symbol: str) -> np.ndarray | None:
+        """[calendar day, field] multipliers of the symbol's bars as the model reads them (:func:`~trade_tools.
+        anonymize.noise`), or None (no ``anonymize_noise``). Its last close is not perturbed: orders trade there,
+        so units x shown price stays the CNY moved."""
+        sd = self.settings.anonymize_noise if self.aliases else 0.0
+        if not sd:
+            return None
+        if ("noise", symbol) not in self._memo:
+            multipliers = noise(self.task.task_id, symbol, sd, len(self._calendar))  # type: ignore[arg-type]
+            if (last := self.view.last_traded_index(symbol)) is not None:
+                multipliers[last, 3] = 1.0
+            self._memo["noise", symbol] = multipliers
+        return self._memo["noise", symbol]
+
+    def bars(self, symbol: str, n: int) -> Bars:
+        """The symbol's last ``n`` adjusted bars as the model reads them: the view's, perturbed (:meth:`noise`)."""
+        bars = self.view.window(symbol, n)
+        multipliers = self.noise(symbol)
+        if multipliers is None:
+            return bars
+        fields = {name: getattr(bars, name) for name in ("open", "high", "low", "close", "volume")}
+        rows = np.searchsorted(self._calendar, bars.dates)  # type: ignore[arg-type]
+        return dataclasses.replace(bars, **perturb(fields, multipliers[rows]))
+
+    def indicators(self, symbol: str) -> dict[str, float]:
+        """Every indicator at T0 as the model reads it: the stored row, or computed from the perturbed bars."""
+        from trade_tools.indicators import latest, latest_of
+
+        if self.noise(symbol) is None:
+            return latest(self.view, symbol)
+        if ("indicators", symbol) not in self._memo:
+            self._memo["indicators", symbol] = latest_of(self.bars(symbol, self.view.index + 1))
+        return self._memo["indicators", symbol]
+
+    def shown_columns(self, symbols: list[str], columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Qlib's field columns ([day, symbol], ending at T0) as an anonymized model reads them: perturbed
+        (:meth:`noise`), then on the shown scales (prices per unit, volumes per stock's scale)."""
+        view, days = self.view, len(columns["close"])
+        noises = [self.noise(s) for s in symbols]
+        if all(n is not None for n in noises):
+            columns = perturb(columns, np.stack([n[-days:] for n in noises], axis=1))  # type: ignore[index]
+        prices = np.array([self.price_scale(s) / view.factor(s) for s in symbols])  # adjusted -> shown
+        volumes = np.array([self.volume_scale(s) * view.factor(s) for s in symbols])  # Qlib's shares / factor
+        scaled = {name: columns[name] * prices for name in ("open", "high", "low", "close")}
+        return columns | scaled | {"volume": columns["volume"] * volumes}
 
     def volume_scale(self, symbol: str) -> float:
         """Shown volume / real volume of ``symbol`` (a stock or an index): 1 unless anonymized."""

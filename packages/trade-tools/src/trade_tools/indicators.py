@@ -73,10 +73,18 @@ def latest(view: PointInTimeView, symbol: str) -> dict[str, float]:
     if key not in view.memo:
         row = view.bar_row(INDICATOR_TABLE, symbol)
         if row is None:  # never traded, or the view outlived its store: compute from the bars up to T0
-            rows = _table_rows(view.window(symbol, view.index + 1))
-            row = rows[-1] if len(rows) else np.full(len(INDICATORS), np.nan, dtype=np.float32)
-        view.memo[key] = {name: float(value) for name, value in zip(INDICATORS, row, strict=True)}
+            view.memo[key] = latest_of(view.window(symbol, view.index + 1))
+        else:
+            view.memo[key] = {name: float(value) for name, value in zip(INDICATORS, row, strict=True)}
     return view.memo[key]  # type: ignore[return-value]
+
+
+def latest_of(bars: Bars) -> dict[str, float]:
+    """Every indicator at the last of ``bars`` (adjusted, from the symbol's first bar: the recursive averages
+    start where the table's do), NaN when there is none."""
+    rows = _table_rows(bars)
+    row = rows[-1] if len(rows) else np.full(len(INDICATORS), np.nan, dtype=np.float32)
+    return {name: float(value) for name, value in zip(INDICATORS, row, strict=True)}
 
 
 def daily_changes(close: np.ndarray) -> np.ndarray:

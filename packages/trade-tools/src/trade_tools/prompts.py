@@ -51,14 +51,21 @@ def _turn_limit(turns: int) -> str:
 
 
 def _rules(episode: Episode) -> str:
-    return episode.rules.describe(episode.task.date, anonymized=episode.aliases is not None)
+    rules = episode.rules.describe(episode.task.date, anonymized=episode.aliases is not None)
+    if episode.aliases and (sd := episode.settings.anonymize_noise):
+        rules += (
+            f"\n- 行情扰动：显示的K线（开高低收、成交量）逐日含随机扰动（对数标准差{sd:.2%}），T0收盘价除外；"
+            "指标与因子按扰动后的K线计算；成交、现金与持仓按真实价格"
+        )
+    return rules
 
 
 ROLE = "你是一名A股量化交易分析师，负责在单个交易日T0对一个股票组合进行调仓，目标是让调仓后组合在未来三个交易日的收益超过不调仓。"  # noqa: E501
 
 
 def default_system(episode: Episode) -> str:
-    summary = market_summary(episode.view, index=episode.task.index, universe=episode.task.universe).to_text()
+    summary = market_summary(episode.view, index=episode.task.index, universe=episode.task.universe)
+    summary = summary.to_text(coarse=episode.aliases is not None)
     parts = [
         ROLE,
         "## 交易规则\n" + _rules(episode) + "\n" + _turn_limit(episode.settings.max_turns),

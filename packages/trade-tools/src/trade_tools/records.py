@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from trade_tools.portfolio import Cash, Shares
 
 Record = TypeVar("Record", bound=BaseModel)
+NOISE_LIMIT = 0.1
+"""The largest ``anonymize_noise`` (a standard deviation of log levels): beyond it the bars read as noise."""
 
 
 class Task(BaseModel):
@@ -34,12 +36,15 @@ class Task(BaseModel):
     anonymized: bool = Field(False, description="the model sees aliases for symbols and dates (trade_tools.anonymize)")
     tools: list[str] | None = Field(None, description="the tools the day offers, in order; None: the Episode's default")
     prompt_set: str | None = Field(None, description="how the day is put into words; None: the Episode's default")
+    anonymize_noise: float | None = Field(
+        None, ge=0, le=NOISE_LIMIT, description="anonymized: sd of the shown bars' perturbation; None: the Episode's"
+    )
 
     @model_serializer(mode="wrap")
     def _plain_unchanged(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """A plain task serialises as it did before these fields existed (task files, verl rows, trajectories)."""
         data = handler(self)
-        for key, unset in (("anonymized", False), ("tools", None), ("prompt_set", None)):
+        for key, unset in (("anonymized", False), ("tools", None), ("prompt_set", None), ("anonymize_noise", None)):
             if data.get(key) == unset:
                 data.pop(key, None)
         return data

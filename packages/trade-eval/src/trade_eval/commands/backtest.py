@@ -12,6 +12,7 @@ import click
 from trade_core.errors import TradeError
 from trade_core.params import ISO_DATE, settings_from
 from trade_eval.memorisation import ANONYMIZE, MODEL_CUTOFF
+from trade_tools.commands._options import ANONYMIZE_NOISE, noise_of
 from trade_tools.limits import MAX_TURNS
 
 
@@ -154,6 +155,7 @@ def backtest_command(
     risk_free: float,
     model_cutoff: str | None,
     anonymize: bool,
+    anonymize_noise: float | None,
 ) -> None:
     """Play --num-days trading days from --start-date with one portfolio carried from close to close:
     each day a fresh conversation on the training Episode (same tools, prompts, rules and fills), the
@@ -214,6 +216,7 @@ def backtest_command(
         seed=seed,
         max_turns=max_turns,
         anonymize=anonymize,
+        anonymize_noise=noise_of(anonymize, anonymize_noise),
     )
     origin = POLICIES.provided(get_manager())[policy_name].origin
     manifest = new_manifest(
@@ -255,4 +258,4 @@ def backtest_command(
     refuse_nothing_played(summary["rows"][policy_name]["failed_days"], len(backtest.dates), "days", out)
 
 
-backtest_command.params += [MODEL_CUTOFF, ANONYMIZE]
+backtest_command.params += [MODEL_CUTOFF, ANONYMIZE, ANONYMIZE_NOISE]

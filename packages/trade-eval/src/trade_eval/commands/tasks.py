@@ -22,6 +22,7 @@ SHARED = (
     "pairs",
     "model_cutoff",
     "anonymize",
+    "anonymize_noise",
 )
 """The server, sampling and memorisation-guard options, the same as `trade eval backtest`'s."""
 
@@ -88,6 +89,7 @@ def tasks_command(
     pairs: tuple[str, ...],
     model_cutoff: str | None,
     anonymize: bool,
+    anonymize_noise: float | None,
 ) -> None:
     """Play every task of --tasks (each --samples times) as a fresh episode on the training Episode, with the
     task's own prompt, and score it with the task's ground truth through the reward schemes training uses.
@@ -135,7 +137,9 @@ def tasks_command(
         raise TradeError(f"{tasks_path} has no tasks manifest naming its dataset", hint="pass --data DIR")
     store = MarketStore.load(data)
     settings = policy.for_data(settings, store)
-    evaluation = TasksEval(store, records[:limit], chosen, samples, anonymize=anonymize)
+    evaluation = TasksEval(
+        store, records[:limit], chosen, samples, anonymize=anonymize, anonymize_noise=anonymize_noise
+    )
     servers = list(base_urls) if policy.needs_server else []
     for url in servers:
         policy.check(settings.model_copy(update={"base_url": url}))

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from trade_tools.commands._options import ANONYMIZE_NOISE, noise_of
+
 DEFAULT_SPLIT = "train=2018-01-01:2023-12-31,val=2024-01-01:2024-12-31,test=2025-01-01:2025-12-31"
 
 
@@ -30,6 +32,7 @@ def tasks_command(
     seed: int,
     split: str,
     anonymize: bool,
+    anonymize_noise: float | None,
     tools: str | None,
     prompt_set: str | None,
     stats_dir: Path | None,
@@ -41,7 +44,8 @@ def tasks_command(
     The forward returns go into each record's ground_truth only, never into a prompt. Trainers turn the
     records into their own format (verl-grpo writes verl's parquet rows into its run folder).
     With --anonymize the model sees per-task aliases for stocks and trading days relative to T0 (the
-    memorisation guard); the ground truth keeps the real symbols.
+    memorisation guard), and with --anonymize-noise SD bars perturbed per day; the ground truth keeps the real
+    symbols.
     """
     from trade_reward.tasks import build_tasks
     from trade_reward.taskstats import task_stats
@@ -60,8 +64,12 @@ def tasks_command(
         seed=seed,
         split=split,
         anonymize=anonymize,
+        anonymize_noise=noise_of(anonymize, anonymize_noise),
         tools=None if tools is None else [t.strip() for t in tools.split(",") if t.strip()],
         prompt_set=prompt_set,
         progress=True,
     )
     click.echo(summary.to_text())
+
+
+tasks_command.params.insert([p.name for p in tasks_command.params].index("anonymize") + 1, ANONYMIZE_NOISE)

@@ -112,17 +112,15 @@ Ranked = tuple[str, float]
 
 def _as_shown(episode: Episode, node: Node, symbols: list[str], ranked: list[Ranked]) -> list[Ranked]:
     """The ranking an anonymized episode shows: the plain one when the factor reads the same on the shown scales
-    (a ratio: it must not differ in the last digit), else the one on the shown scales (a level would name the
-    stock)."""
+    (a ratio: it must not differ in the last digit), else the one on the shown bars (a level would name the
+    stock; perturbed bars, ``anonymize_noise``, are what the model reads)."""
     import numpy as np
 
-    from trade_data.columns import PRICE_FIELDS
     from trade_tools.alpha import ranked_at_t0
 
-    view = episode.view
-    prices = np.array([episode.price_scale(s) / view.factor(s) for s in symbols])  # adjusted -> shown
-    volumes = np.array([episode.volume_scale(s) * view.factor(s) for s in symbols])  # Qlib's shares / factor
-    shown = ranked_at_t0(view, node, symbols, dict.fromkeys(PRICE_FIELDS, prices) | {"volume": volumes})
+    shown = ranked_at_t0(episode.view, node, symbols, lambda columns: episode.shown_columns(symbols, columns))
+    if episode.settings.anonymize_noise:
+        return shown
     plain, scaled = (np.array([v for _, v in sorted(r)]) for r in (ranked, shown))
     return ranked if np.allclose(plain, scaled, rtol=1e-4, equal_nan=True) else shown
 

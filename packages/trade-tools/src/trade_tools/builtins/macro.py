@@ -40,7 +40,7 @@ class GetMacroIndicators(Tool):
         if index not in indices:
             raise ToolError(f"未知指数 {text.shown(index)}；可用：{', '.join(indices)}")
         days = text.parse_period(args.period)
-        bars = view.window(index, max(days, 20) + 1)
+        bars = episode.bars(index, max(days, 20) + 1)
         levels = bars.close * (INDEX_LEVEL / bars.close[-1] if episode.aliases else 1.0)  # a level would date T0
         changes = daily_changes(levels)
         first = period_start(len(bars), days)

@@ -37,7 +37,7 @@ class GetPriceData(Tool):
     budget = 1500
 
     def run(self, episode: Episode, args: PriceArgs) -> str:
-        from trade_tools.indicators import daily_changes, latest
+        from trade_tools.indicators import daily_changes
 
         symbol = episode.check_symbol(args.symbol)
         days = text.parse_period(args.period)
@@ -46,7 +46,7 @@ class GetPriceData(Tool):
         if unknown:
             raise ToolError(f"未知指标 {text.shown(', '.join(unknown))}；可用：{', '.join(INDICATORS)}")
         view = episode.view
-        bars = view.window(symbol, max(days, 5) + 1)  # one bar more: the first shown day's change needs it
+        bars = episode.bars(symbol, max(days, 5) + 1)  # one bar more: the first shown day's change needs it
         if len(bars) == 0:
             raise ToolError(f"{symbol} 截至{view.date}没有行情")
         to_t0 = 1 / view.factor(symbol)  # adjusted -> T0 raw scale (forward-adjusted to T0)
@@ -79,7 +79,7 @@ class GetPriceData(Tool):
             ),
         ]
         if names:
-            values = latest(view, symbol)
+            values = episode.indicators(symbol)
             lines.append("技术指标（最新值）：")
             for name in names:
                 value = values[name] * scale if name in PRICE_LEVEL else values[name]

@@ -10,9 +10,28 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from trade_core.params import ISO_DATE
+from trade_tools.records import NOISE_LIMIT
 
 if TYPE_CHECKING:
     from trade_tools.episode import Episode
+
+
+ANONYMIZE_NOISE = click.Option(
+    ["--anonymize-noise"],
+    metavar="SD",
+    type=click.FloatRange(0, NOISE_LIMIT),
+    help="With --anonymize: perturb the bars the model reads, per day (sd of log levels, e.g. 0.01); "
+    "orders and the reward stay real.",
+)
+"""The option wherever --anonymize is offered (`trade tools call/play`, `trade eval`, `trade data tasks`): add it
+to a command's ``params``."""
+
+
+def noise_of(anonymize: bool, noise: float | None) -> float | None:
+    """The task's ``anonymize_noise``: ``noise``, which only an anonymized episode shows (else a usage error)."""
+    if noise is not None and not anonymize:
+        raise click.UsageError("--anonymize-noise perturbs what an anonymized episode shows: add --anonymize")
+    return noise
 
 
 def day_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -57,6 +76,7 @@ def open_episode(
     universe: str,
     seed: int,
     anonymize: bool,
+    anonymize_noise: float | None,
 ) -> Episode:
     from trade_data.store import MarketStore
     from trade_tools.episode import Episode
@@ -73,4 +93,5 @@ def open_episode(
         seed=seed,
     )
     task.anonymized = anonymize
+    task.anonymize_noise = noise_of(anonymize, anonymize_noise)
     return Episode.start(task, store)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from trade_tools.commands._options import day_options, open_episode
+from trade_tools.commands._options import ANONYMIZE_NOISE, day_options, open_episode
 
 
 @click.command("call", short_help="Call one tool as of a trading day and print its text.")
@@ -26,13 +26,17 @@ def call_command(
     universe: str,
     seed: int,
     anonymize: bool,
+    anonymize_noise: float | None,
 ) -> None:
     """Call tool NAME with --args JSON on day --date of --data, as the agent would.
 
     Exit status 1 when the tool answers with an error text.
     """
-    episode = open_episode(data, day, pool, holdings, cash, universe, seed, anonymize)
+    episode = open_episode(data, day, pool, holdings, cash, universe, seed, anonymize, anonymize_noise)
     text = episode.call(name, arguments)
     click.echo(text)
     if text.startswith("错误："):
         sys.exit(1)
+
+
+call_command.params.append(ANONYMIZE_NOISE)

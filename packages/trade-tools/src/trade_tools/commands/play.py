@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from trade_tools.commands._options import day_options, open_episode
+from trade_tools.commands._options import ANONYMIZE_NOISE, day_options, open_episode
 
 HELP = """Commands:
   NAME {{JSON}}     call a tool, e.g.  get_price_data {{"symbol": "{symbol}", "period": "20d"}}
@@ -45,6 +45,7 @@ def play_command(
     universe: str,
     seed: int,
     anonymize: bool,
+    anonymize_noise: float | None,
 ) -> None:
     """An interactive session: read the prompts the model gets, call tools, trade, stop.
 
@@ -54,7 +55,7 @@ def play_command(
     from trade_tools.day import TradingDay
     from trade_tools.trajectory import write_trajectories
 
-    trading = TradingDay(open_episode(data, day, pool, holdings, cash, universe, seed, anonymize))
+    trading = TradingDay(open_episode(data, day, pool, holdings, cash, universe, seed, anonymize, anonymize_noise))
     episode = trading.episode
     for message in trading.messages:
         click.echo(f"===== {message.role.upper()} =====\n{message.content}\n")
@@ -109,3 +110,6 @@ def _info(what: str, episode) -> str:  # type: ignore[no-untyped-def]
         return "\n\n".join(m["content"] for m in episode.messages())
     held = ", ".join(f"{s} {p.shares}(可卖{p.sellable})" for s, p in sorted(episode.positions.items())) or "空仓"
     return episode.hide(f"现金 {episode.cash:,.2f}；持仓 {held}；组合总值 {episode.value():,.2f}")
+
+
+play_command.params.append(ANONYMIZE_NOISE)
