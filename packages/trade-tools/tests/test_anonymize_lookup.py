@@ -370,3 +370,19 @@ def test_the_market_summary_names_no_day(real_store: MarketStore) -> None:
     unique, picked = summary_lookup(real_store, "csi300")
     print(f"\nmarket summary: {unique:.0%} of days named alone, a pick among the matching dates names {picked:.1%}")
     assert unique <= IDENTIFIED_AT_MOST, (unique, picked)
+
+
+def test_a_cash_refusal_names_no_lot(synth_store: MarketStore) -> None:
+    """ "约可买N单位" once named whole lots in units, so the units a lot is worth (the real price) read off one
+    refusal; anonymized it names the units the cash is worth, which cash / shown price already says."""
+    task = day_task(synth_store, synth_store.dates[40].astype(object), pool_size=POOL, seed=4)
+    episode = Episode.start(task.model_copy(update={"anonymized": True}), synth_store)
+    rules, affordable = episode.rules, re.compile(r"约可买([\d,.]+)单位")
+    for symbol in task.pool:
+        shown_price = episode.view.last_close(symbol) * (1 + rules.slippage) * episode.price_scale(symbol)
+        units = math.ceil(episode.cash / shown_price) * 3
+        answer = episode.call("TakeAction", {"type": "buy", "symbol": episode.aliases.symbols[symbol], "amount": units})  # type: ignore[union-attr]
+        found = affordable.search(answer)
+        assert found, answer
+        worth = episode.cash / (shown_price * (1 + rules.commission_rate + rules.transfer_fee_rate))
+        assert found[1] == f"{worth:,.2f}", answer

@@ -247,7 +247,7 @@ class Episode(BaseModel):
         """What a quantity counts: shares, or units of each stock's scale when anonymized (units x price = CNY)."""
         return "单位" if self.aliases else "股"
 
-    def count(self, symbol: str, shares: int) -> str:
+    def count(self, symbol: str, shares: float) -> str:
         """``shares`` of ``symbol`` as the model reads them, in :attr:`unit`: ``1200``, or ``37.50`` units."""
         return f"{shares / self.price_scale(symbol):,.2f}" if self.aliases else str(shares)
 

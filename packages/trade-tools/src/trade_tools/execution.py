@@ -51,10 +51,13 @@ def plan_order(
     positions: dict[str, Position],
     rules: ExecutionRules,
     value_before: float,
-    quantity: Callable[[int], str] = "{}股".format,
+    quantity: Callable[[float], str] = "{}股".format,
+    lots_shown: bool = True,
 ) -> Fill:
     """The fill ``side amount symbol`` would get at the close, or :class:`Refused` with the reason; a reason
-    names shares as ``quantity`` writes them (an anonymized episode: in the model's units)."""
+    names shares as ``quantity`` writes them (an anonymized episode: in the model's units), and names what cash
+    affords in whole lots only where ``lots_shown`` (anonymized, the units a lot is worth would be the real
+    price: it names the shares the cash is worth, which the model can work out itself)."""
     if not 0 < amount <= MAX_SHARES:
         raise Refused(f"数量必须是正整数（最多{MAX_SHARES:,}股），收到{shown(amount)}")
     if view.is_suspended(symbol):
@@ -99,9 +102,10 @@ def plan_order(
                 f"卖出所得{gross:,.2f}元不够支付费用{fill.fees:,.2f}元（佣金最低{rules.min_commission:g}元），"
                 f"现金{cash:,.2f}元也不足以补足"
             )
-        lots = int(cash // (price * rules.lot_size * (1 + rules.commission_rate + rules.transfer_fee_rate) + 1e-9))
+        affordable = cash / (price * (1 + rules.commission_rate + rules.transfer_fee_rate))
+        lots = int(affordable / rules.lot_size + 1e-9)
         need = f"需要{-fill.cash_change:,.2f}元，可用{cash:,.2f}元"
-        raise Refused(f"现金不足：{need}（约可买{quantity(lots * rules.lot_size)}）")
+        raise Refused(f"现金不足：{need}（约可买{quantity(lots * rules.lot_size if lots_shown else affordable)}）")
     if side == "buy" and rules.max_position_weight is not None:
         after = ((held.shares if held else 0) + amount) * close
         if after > rules.max_position_weight * value_before + 1e-6:

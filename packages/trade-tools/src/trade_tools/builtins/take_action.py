@@ -98,6 +98,7 @@ class TakeAction(Tool):
             rules=episode.rules,
             value_before=episode.value_before,
             quantity=lambda shares: f"{episode.count(symbol, shares)}{episode.unit}",
+            lots_shown=episode.aliases is None,
         )
 
 
