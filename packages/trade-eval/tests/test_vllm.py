@@ -51,6 +51,7 @@ TUTORIAL_FLAGS = (
 )
 MAX_TOKENS = 160
 SERVER_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+STOP_CALL = '<tool_call>\n{"name": "TakeAction", "arguments": {"type": "stop", "reasoning": "观望"}}\n</tool_call>'
 
 
 class Server(NamedTuple):
@@ -318,3 +319,28 @@ def test_distill_filter_and_export_read_what_vllm_served(
     rows = records(tmp_path / "train.jsonl")
     assert rows and all(row["tools"] and row["messages"] for row in rows)
     assert any(m["role"] == "tool_call" for row in rows for m in row["messages"])
+
+
+SPLITS = [
+    "先看大盘，再决定。",
+    f"先看大盘。\n{STOP_CALL}\n完毕",
+    "<think>\n想一想\n</think>\n\n观望</think>",
+    STOP_CALL,
+    f"<think>\n也许 {STOP_CALL}\n</think>\n\n{STOP_CALL}",
+]
+
+
+@pytest.mark.parametrize("text", SPLITS)
+def test_our_parser_splits_a_reply_as_vllm_s_qwen3_reasoning_parser(tiny_model: Path, text: str) -> None:
+    """vLLM's own qwen3 reasoning parser (thinking on, as our requests leave it) against ours, on replies that
+    open neither <think> nor <tool_call>, close their thinking with a call, or close it twice."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tokenizers import get_tokenizer
+
+    parser = ReasoningParserManager.get_reasoning_parser("qwen3")(get_tokenizer(str(tiny_model)))
+    request = ChatCompletionRequest(model="trader_agent", messages=[{"role": "user", "content": "?"}])
+    reasoning, content = parser.extract_reasoning(text, request)
+    ours = parse_reply(text, HERMES)
+    assert ours.reasoning == ((reasoning or "").strip() or None)
+    assert ours[1:] == parse_reply(f"</think>{content or ''}", HERMES)[1:]  # the answer's text and calls
