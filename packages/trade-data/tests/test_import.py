@@ -37,6 +37,7 @@ def _tree_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
+@pytest.mark.real_data
 def test_real_import_info(real_dataset: Path) -> None:
     info = dataset_info(real_dataset)
     assert (info.symbols, info.first_date, info.last_date, info.trading_days) == (540, "2018-01-02", "2025-12-31", 1942)
@@ -48,6 +49,7 @@ def test_real_import_info(real_dataset: Path) -> None:
     assert "540 (537 stocks" in text and "2018-01-02 .. 2025-12-31" in text and "universe    csi300" in text
 
 
+@pytest.mark.real_data
 def test_cli_import_prints_info(sample_data: Path, tmp_path: Path) -> None:
     run = run_trade(
         "data",
@@ -188,6 +190,7 @@ def _feature_bytes(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted((folder / "features").rglob("*.bin"))}
 
 
+@pytest.mark.real_data
 @pytest.mark.slow  # three imports of the real table
 def test_newer_table_appends_to_existing_dataset(sample_data: Path, real_table: pd.DataFrame, tmp_path: Path) -> None:
     calendar = pd.read_csv(sample_data / "calendar.txt", header=None)[0]

@@ -31,6 +31,7 @@ def test_window_is_shorter_near_the_start_and_rejects_bad_lengths(real_store: Ma
         real_store.asof("2018-01-04").window("SH600519", 0)
 
 
+@pytest.mark.real_data
 def test_cross_section_flags_and_raw_prices(real_store: MarketStore) -> None:
     view = real_store.asof("2020-01-02")
     section = view.cross_section(["SZ000001", "SH600519"])
@@ -84,6 +85,7 @@ def test_the_limit_table_dates_each_board_regime() -> None:
     np.testing.assert_array_equal(fractions, [[0.10, np.nan, 0.20], [0.20, np.nan, 0.20]])
 
 
+@pytest.mark.real_data
 def test_limit_flags_are_the_views_reading_under_the_table(real_store: MarketStore) -> None:
     """The store's flags and a view's reading under any table come from one rule; another table, other flags."""
     day = "2024-10-08"  # a broad rally: limit-ups on every board

@@ -45,6 +45,7 @@ def test_summary_matches_hand_calculation(
     assert (summary.advancers, summary.traded) == (int((today["adj"] > today["prev"]).sum()), len(today))
 
 
+@pytest.mark.real_data
 def test_summary_text_is_compact_chinese_and_marks_synthetic(real_store: MarketStore) -> None:
     summary = market_summary(real_store.asof("2024-06-14"))
     text = summary.to_text()

@@ -64,6 +64,7 @@ def edited(tasks_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_trajectories(tmp_path_factory.mktemp("edited") / "edited.jsonl", made)
 
 
+@pytest.mark.real_data
 def test_each_rule_counts_what_it_removed_in_order(
     backtest_run: Path, tasks_run: Path, edited: Path, tmp_path: Path
 ) -> None:
@@ -84,6 +85,7 @@ def test_each_rule_counts_what_it_removed_in_order(
     assert all(json.loads(line)["version"] == 2 for line in out.read_text().splitlines())
 
 
+@pytest.mark.real_data
 def test_a_backtest_day_is_kept_when_the_nav_rose_at_the_next_close(backtest_run: Path, tmp_path: Path) -> None:
     """The rule reads the ground truth the backtest attaches; the check reads only the backtest's own NAVs."""
     days = [json.loads(line) for line in (backtest_run / "days.jsonl").read_text().splitlines()]
@@ -102,6 +104,7 @@ def test_dry_run_only_counts(tasks_run: Path, tmp_path: Path) -> None:
     assert done.output.splitlines()[-1] == "kept 4 (dry run: nothing written)" and not out.exists()
 
 
+@pytest.mark.real_data
 def test_chosen_rules_run_alone_with_their_settings(tasks_run: Path, edited: Path, tmp_path: Path) -> None:
     out = tmp_path / "kept.jsonl"
     done = distill(str(tasks_run), "--rule", "nav-return", "--set", "nav-return.threshold=0.01", "--out", str(out))

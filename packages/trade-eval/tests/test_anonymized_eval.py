@@ -128,6 +128,7 @@ def test_a_backtest_sends_no_real_code_or_date_and_its_report_shows_real_names(
     assert "Anonymized" in page and all(f"买入{symbol}" in page for symbol in bought)
 
 
+@pytest.mark.real_data
 @pytest.mark.parametrize("policy", ["momentum", "equal-weight"])
 def test_an_anonymized_baseline_trades_exactly_as_the_plain_one(
     policy: str, real_dataset: Path, tmp_path: Path

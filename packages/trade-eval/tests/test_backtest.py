@@ -90,6 +90,7 @@ def test_every_planned_day_is_recorded_when_the_policy_fails(backtest, real_stor
     assert set(summary["rows"]) == {"flaky", "hold", "equal-weight", "momentum", "CSI300"}
 
 
+@pytest.mark.real_data
 def test_the_csi300_row_reads_plus_18_3_percent_over_the_tutorial_window(backtest, tmp_path: Path) -> None:
     summary = run(backtest(60), Hold(), tmp_path)
     nav = summary["nav"]
@@ -199,6 +200,7 @@ def test_a_start_on_a_holiday_plays_from_the_next_trading_day(backtest) -> None:
     assert plan.dates == [dt.date(2025, 6, 23), dt.date(2025, 6, 24)] and plan.base_date == dt.date(2025, 6, 20)
 
 
+@pytest.mark.real_data
 def test_a_falling_adjustment_factor_settles_nothing(real_store: MarketStore) -> None:
     """SH600372's factor falls 0.4% on 2020-11-19 (a data correction, not a corporate action): a fully invested
     portfolio must not be charged for it, let alone go below zero cash."""

@@ -46,6 +46,7 @@ def fill_cash(side: str, shares: int, close: float) -> float:
     return gross - fees - round(gross * 0.0005, 2)
 
 
+@pytest.mark.real_data
 def test_hold_nav_is_cash_plus_shares_at_the_close_with_dividends_in_cash(backtest, real_store: MarketStore) -> None:
     run = backtest(60)
     records = run.simulate(Hold(), RunSettings())

@@ -8,6 +8,8 @@ import shlex
 import types
 from pathlib import Path
 
+import pytest
+
 from trade_core.plugins import get_manager
 from trade_core.testing import inline_plugin, run_trade
 from trade_eval.policy import POLICIES, RunSettings
@@ -29,6 +31,7 @@ def test_the_user_policy_example_works_by_name(backtest) -> None:
     assert {r.episode_status for r in records} == {"stopped"} and sum(r.orders - r.refused for r in records) > 0
 
 
+@pytest.mark.real_data
 def test_the_baseline_command_runs_as_written_and_prints_the_readme_table(real_dataset: Path, tmp_path: Path) -> None:
     line = next(line for block in _blocks("bash") for line in block.splitlines() if "--policy momentum" in line)
     (tmp_path / "Q").symlink_to(real_dataset)
@@ -45,6 +48,7 @@ def test_the_baseline_command_runs_as_written_and_prints_the_readme_table(real_d
     assert "CSI300" in run.out and "+18.34%" in run.out
 
 
+@pytest.mark.real_data
 def test_the_blocks_that_run_as_written_print_what_the_readme_shows(real_dataset: Path, tmp_path: Path) -> None:
     """Each ```bash block marked "runs as written" runs in one folder (blocks in order, `Q` the real data); the
     ```text block after it holds lines its commands printed."""

@@ -91,6 +91,7 @@ def report(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> P
     return out
 
 
+@pytest.mark.real_data
 def test_report_shows_nav_metrics_days_trades_and_conversations(report: Path, runs: dict[str, Path]) -> None:
     html = report.read_text(encoding="utf-8")
     summary = json.loads((runs["scripted"] / "summary.json").read_text())

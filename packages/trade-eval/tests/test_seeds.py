@@ -24,6 +24,7 @@ def seeds(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
     return out, done.out
 
 
+@pytest.mark.real_data
 def test_each_seed_is_a_run_on_one_pool_and_the_spread_is_mean_sd_min_max(seeds: tuple[Path, str]) -> None:
     out, printed = seeds
     manifests = [json.loads((out / f"seed-{s}" / MANIFEST).read_text()) for s in (5, 6, 7)]

@@ -23,6 +23,7 @@ def _start(store: MarketStore, day: str, pool: list[str], holdings: dict[str, in
     return Episode.start(Task(task_id="t", date=day, pool=pool, holdings=holdings, cash=cash), store, **kw)
 
 
+@pytest.mark.real_data
 def test_growth_across_an_ex_dividend_day_uses_adjusted_prices(real_store: MarketStore, real_table) -> None:  # type: ignore[no-untyped-def]
     truth = ground_truth(real_store, "2025-10-14", ["SZ000001"])  # SZ000001 goes ex-dividend on 2025-10-15
     assert [d.isoformat() for d in truth.horizon_dates] == ["2025-10-15", "2025-10-16", "2025-10-17"]
@@ -36,6 +37,7 @@ def test_growth_across_an_ex_dividend_day_uses_adjusted_prices(real_store: Marke
     assert truth.growth["SZ000001"][0] - 1 > raw_drop + 0.02
 
 
+@pytest.mark.real_data
 def test_suspended_days_keep_the_last_close(real_store: MarketStore) -> None:
     truth = ground_truth(real_store, "2024-07-18", ["SH600027", "SH600519"])  # SH600027 suspended 07-19 .. 08-01
     assert truth.close["SH600027"] == 6.08 and truth.growth["SH600027"] == [1.0, 1.0, 1.0]
@@ -43,6 +45,7 @@ def test_suspended_days_keep_the_last_close(real_store: MarketStore) -> None:
         ground_truth(real_store, "2025-12-29", ["SH600519"])
 
 
+@pytest.mark.real_data
 def test_r_outcome_by_hand(real_store: MarketStore, real_table) -> None:  # type: ignore[no-untyped-def]
     day = _start(real_store, "2025-10-14", ["SZ000001", "SH600519"], {"SZ000001": 10_000}, 500_000.0)
     day.call("TakeAction", {"type": "sell", "symbol": "SZ000001", "amount": 6000})

@@ -128,6 +128,7 @@ def test_explain_plays_the_actions_and_matches_in_process_scoring(
     assert "weights 0.5/0.3/0.2 over the T+1..T+3 closes" in run.out and "count against the agent" in run.out
 
 
+@pytest.mark.real_data
 def test_explain_uses_the_ground_truth_of_a_tasks_jsonl_line(
     real_store: MarketStore, real_dataset: Path, tmp_path: Path
 ) -> None:
@@ -146,6 +147,7 @@ def test_explain_uses_the_ground_truth_of_a_tasks_jsonl_line(
     assert report["reward"]["score"] == 1.0  # 50 x 3% clipped to 1
 
 
+@pytest.mark.real_data
 def test_explain_failures_and_settings(real_store: MarketStore, real_dataset: Path, tmp_path: Path) -> None:
     task_file = _write(tmp_path / "task.json", TASK)
     no_stop = _explain(task_file, real_dataset, [BUY])["reward"]

@@ -219,6 +219,7 @@ def test_a_folder_that_is_not_a_tasks_folder_is_not_replaced(real_dataset: Path,
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
+@pytest.mark.real_data
 def test_cli_builds_and_shows_stats(real_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "tasks"
     run = run_trade(
@@ -272,6 +273,7 @@ def test_a_synthetic_dataset_is_flagged(tmp_path: Path) -> None:
     assert all("【合成数据】" in r.prompt[0]["content"] for r in read_records(tmp_path / "out", "val"))
 
 
+@pytest.mark.real_data
 def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
     real_dataset: Path, real_store: MarketStore, tmp_path: Path
 ) -> None:

@@ -206,6 +206,7 @@ def test_columns_hold_qlib_bins(real_store: MarketStore, real_dataset: Path) -> 
                 np.testing.assert_array_equal(values[:, j], expected)
 
 
+@pytest.mark.real_data
 def test_trailing_columns_give_the_same_values(real_store: MarketStore) -> None:
     """``columns_at(rows=lookback+1)`` is enough for the value at T0 (this data has no NaN gaps)."""
     for t0 in T0S:

@@ -318,6 +318,7 @@ def signal_store(tmp_path_factory: pytest.TempPathFactory) -> MarketStore:
     return MarketStore.load(out)
 
 
+@pytest.mark.real_data
 @pytest.mark.parametrize("market", ["synthetic", "real"])
 def test_the_noise_breaks_the_scale_free_lookup_at_a_measured_cost(market: str, request: pytest.FixtureRequest) -> None:
     """With ``anonymize_noise`` the shown bars' shape and changes are no longer the real ones: the scale-free

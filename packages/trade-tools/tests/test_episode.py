@@ -95,6 +95,7 @@ def test_schemas_are_valid_openai_functions(open_day) -> None:  # type: ignore[n
     jsonschema.validate({"type": "buy", "symbol": "SH600519", "amount": 100}, action)
 
 
+@pytest.mark.real_data
 def test_bad_tasks_are_refused_clearly(real_store: MarketStore) -> None:
     for task, message in [
         (Task(task_id="a", date="2024-06-15", pool=["SH600519"], cash=1), "2024-06-15 is not a trading day"),

@@ -21,6 +21,7 @@ def state(episode) -> str:  # type: ignore[no-untyped-def]
     return json.dumps([episode.cash, {k: v.model_dump() for k, v in episode.positions.items()}])
 
 
+@pytest.mark.real_data
 def test_buy_fills_at_the_close_with_fees_by_hand(open_day) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2024-06-14", ["SH600519", "SZ000001"])
     text = act(day, type="buy", symbol="SH600519", amount=100, reasoning="r")
@@ -67,6 +68,7 @@ def test_nothing_executes_after_stop(open_day) -> None:  # type: ignore[no-untyp
     assert state(day) == before and day.status == "stopped" and len(day.actions) == 1
 
 
+@pytest.mark.real_data
 def test_position_cap_is_enforced_not_a_hint(open_day) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2024-06-14", ["SH600519"])
     assert "超过组合总值40%上限" in act(day, type="buy", symbol="SH600519", amount=300)  # ~466,500 CNY
@@ -142,6 +144,7 @@ def test_t_plus_one_shares_bought_today_cannot_be_sold(open_day) -> None:  # typ
     assert day.positions["SZ000001"].shares == 300 and day.positions["SZ000001"].sellable == 0
 
 
+@pytest.mark.real_data
 def test_suspended_cash_and_holding_checks(open_day) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2024-07-22", ["SH600027", "SH600519"], holdings={"SH600027": 1000}, cash=100_000)
     assert "今日停牌" in act(day, type="sell", symbol="SH600027", amount=100)
@@ -183,6 +186,7 @@ def test_factor_calls_leave_no_thread_or_process_behind(open_day) -> None:  # ty
     assert day.internal_errors == 0
 
 
+@pytest.mark.real_data
 def test_a_sale_whose_fees_exceed_its_proceeds_and_the_cash_is_refused(open_day) -> None:  # type: ignore[no-untyped-def]
     """1 share at 4.91 CNY pays the 5 CNY minimum commission: with no cash, the account would end at -0.09."""
     day = open_day("2018-06-07", ["SH601018"], holdings={"SH601018": 1}, cash=0)

@@ -73,6 +73,7 @@ def test_every_alpha158_result_shows_its_formula_and_meaning(open_day) -> None: 
         assert not ENGLISH.findall(meaning.split("；含义：")[1]), meaning
 
 
+@pytest.mark.real_data
 def test_roc_says_that_the_stock_that_rose_most_ranks_last(open_day) -> None:  # type: ignore[no-untyped-def]
     # five days to 2024-10-08: SZ300750 +51%, SH600519 +26%, SZ000001 +24% (adjusted closes)
     text = open_day("2024-10-08", POOL).call("compute_alpha_factor", {"expression": "ROC5", "symbols": POOL})
@@ -114,6 +115,7 @@ def ex_dates(store: MarketStore) -> dict[dt.date, list[str]]:
 LAST_TWO = re.compile(r"收(\d+\.\d\d) \S+ \| \S+ 收(\d+\.\d\d) (\S+)$", re.M)
 
 
+@pytest.mark.real_data
 @pytest.mark.slow
 def test_cost_basis_and_prices_are_on_one_basis_on_every_ex_date(real_store: MarketStore) -> None:
     """On an ex-date the raw previous close is above T0's prices by the dividend: as a cost basis it read as a

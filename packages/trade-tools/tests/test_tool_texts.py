@@ -27,6 +27,7 @@ def _value(text: str, name: str) -> float:
     return float(line.split(": ")[1].split("（")[0].rstrip("%"))
 
 
+@pytest.mark.real_data
 def test_price_data_latest_bar_and_indicators(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2024-06-14", POOL)
     names = ["MA5", "MA20", "MA60", "EMA12", "MACD_DIF", "RSI_14", "BOLL_UPPER", "VOL_20", "ROC_5", "VOL_RATIO_5_20"]
@@ -115,11 +116,13 @@ def test_alpha_factor_empty_symbols_is_an_error_in_chinese(synth_store: MarketSt
     assert day.tool_errors == 1 and day.internal_errors == 0
 
 
+@pytest.mark.real_data
 def test_suspended_stock_says_so(open_day) -> None:  # type: ignore[no-untyped-def]
     text = open_day("2024-07-22", ["SH600027"]).call("get_price_data", {"symbol": "SH600027"})
     assert "今日停牌（最后交易日2024-07-18）" in text.splitlines()[0]
 
 
+@pytest.mark.real_data
 def test_macro_change_and_volatility(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
     text = open_day("2025-09-11", POOL).call("get_macro_indicators", {"index": "SH000300", "period": "60d"})
     closes = _traded(real_table, "SH000300", "2025-09-11")["close"].tail(61).reset_index(drop=True)
