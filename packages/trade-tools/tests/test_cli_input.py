@@ -103,6 +103,26 @@ def test_a_negative_seed_is_a_usage_error(real_dataset: Path) -> None:
     assert code == 2 and "Invalid value for '--seed': -1 is not in the range x>=0" in output
 
 
+def test_anonymize_noise_perturbs_an_anonymized_day_only(real_dataset: Path) -> None:
+    """--anonymize-noise without --anonymize is a one-line usage error; with it the T0 bar reads perturbed (its
+    close exact: orders trade there), and a noise past the limit is refused."""
+    call = ("tools", "call", "get_price_data", "--data", str(real_dataset), "--date", "2024-06-14", "--pool")
+    code, output = _trade(*call, "SH600519", "--args", '{"symbol": "SH600519"}', "--anonymize-noise", "0.01")
+    assert code == 2 and "--anonymize-noise perturbs what an anonymized episode shows: add --anonymize" in output
+    code, output = _trade(*call, "SH600519", "--anonymize", "--anonymize-noise", "0.5")
+    assert code == 2 and "0.5 is not in the range 0<=x<=0.1" in output
+    bars = []
+    for noise in ("0", "0.01"):
+        code, output = _trade(*call, "SH600519", "--anonymize", "--anonymize-noise", noise, "--args", '{"symbol": "X"}')
+        assert code == 1, output  # the alias is not known before the day: the error lists the pool
+        alias = output.split("：")[-1].strip()
+        args = json.dumps({"symbol": alias})
+        code, output = _trade(*call, "SH600519", "--anonymize", "--anonymize-noise", noise, "--args", args)
+        assert code == 0, output
+        bars.append(output.split("最新：")[1].split(" 涨跌")[0].split())
+    assert bars[0][4] == bars[1][4] and bars[0][1:4] != bars[1][1:4], bars  # 收 the same; 开高低 perturbed
+
+
 def _play(real_dataset: Path, out: Path, script: str):  # type: ignore[no-untyped-def]
     return run_trade(
         "tools",
