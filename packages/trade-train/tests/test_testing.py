@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ BUILD = """
 import sys
 from pathlib import Path
 from trade_train.testing import tool_model
-print((tool_model(Path(sys.argv[1]), sft_steps=2) / "config.json").stat().st_ino)
+tool_model(Path(sys.argv[1]), sft_steps=2)
 """
 USES = """
 import os
@@ -32,14 +33,19 @@ def test_uses_the_shared_model(tiny_model):
 
 
 @pytest.mark.slow
-def test_sessions_at_once_build_the_shared_model_once(tmp_path: Path) -> None:
-    """Two sessions needing the model at the same time: one builds it, the other waits and uses that one (a
-    second build would replace the folder, and the first session's model with it)."""
-    argv = [sys.executable, "-c", BUILD, str(tmp_path / "shared" / "qwen3")]
-    sessions = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    seen = [session.communicate(timeout=1200) for session in sessions]
-    assert all(session.returncode == 0 for session in sessions), seen
-    assert seen[0][0] == seen[1][0] == f"{(tmp_path / 'shared' / 'qwen3' / 'config.json').stat().st_ino}\n"
+def test_a_session_waits_for_the_one_building_the_shared_model_and_uses_it(tmp_path: Path) -> None:
+    """While another session holds the build lock, a session needing the model waits, then uses the model that
+    one built, untouched (building its own would replace the folder under the other session's tests)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    with open(shared / "qwen3.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # this test is the session building the model
+        waiting = subprocess.Popen([sys.executable, "-c", BUILD, str(shared / "qwen3")], stderr=subprocess.PIPE)
+        model = build_tiny_model(shared / "qwen3")
+        built = {path.name: path.stat().st_mtime_ns for path in model.iterdir()}
+    _, err = waiting.communicate(timeout=1200)
+    assert waiting.returncode == 0, err
+    assert {path.name: path.stat().st_mtime_ns for path in model.iterdir()} == built
 
 
 def test_the_fixture_uses_the_model_trade_test_models_holds(tmp_path: Path) -> None:
