@@ -4,6 +4,7 @@ a run folder's writer lock held by another process."""
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -21,8 +22,13 @@ TUTORIAL = dt.date(2025, 6, 20)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Opt into trade-data's fixtures (a conftest below the rootdir cannot name them in ``pytest_plugins``)."""
+    """Opt into trade-data's fixtures (a conftest below the rootdir cannot name them in ``pytest_plugins``), and,
+    where trade-train is installed (the envs that serve a model: eval, vllm), its taught tiny model: the
+    ``tiny_model`` fixture builds it with ``trade model tiny``, a trade-train command, so these tests need
+    trade-train only at run time, not as an import."""
     config.pluginmanager.import_plugin("trade_data.testing")
+    if importlib.util.find_spec("trade_train") is not None:
+        config.pluginmanager.import_plugin("trade_train.testing")
 
 
 @pytest.fixture

@@ -8,8 +8,10 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Opt into trade-data's fixtures (a conftest below the rootdir cannot name them in ``pytest_plugins``)."""
+    """Opt into trade-data's fixtures and the taught tiny model (a conftest below the rootdir cannot name them in
+    ``pytest_plugins``)."""
     config.pluginmanager.import_plugin("trade_data.testing")
+    config.pluginmanager.import_plugin("trade_train.testing")
 
 
 @pytest.fixture(scope="session")

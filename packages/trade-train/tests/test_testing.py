@@ -1,4 +1,4 @@
-"""trade-train's pytest plugin: the taught tiny model shared by the tox envs of one CI run ($TRADE_TEST_MODELS)."""
+"""trade-train's opt-in pytest plugin: the taught tiny model the tox envs of one CI run share ($TRADE_TEST_MODELS)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ tool_model(Path(sys.argv[1]), sft_steps=2)
 USES = """
 import os
 from pathlib import Path
+
+pytest_plugins = ["trade_train.testing"]
 
 def test_uses_the_shared_model(tiny_model):
     assert tiny_model == Path(os.environ["TRADE_TEST_MODELS"]) / "qwen3-sft{steps}"

@@ -1,4 +1,5 @@
-"""pytest fixtures over the tiny model (a pytest plugin shipped with trade-train, like trade-data's).
+"""pytest fixtures over the tiny model (an opt-in pytest plugin shipped with trade-train, like trade-data's:
+``pytest_plugins = ["trade_train.testing"]``).
 
 ``tiny_model`` is the tiny Qwen3 taught the tool-call format. Teaching it takes minutes (about 2 on idle cores,
 20 on shared ones) and several tox envs need the same one, so where ``TRADE_TEST_MODELS`` names a folder
