@@ -72,7 +72,7 @@ def main() -> None:
     from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
     from trade_eval.testing import stop_after
     from trade_reward.schemes import get_scheme
-    from trade_reward.tasks import build_tasks
+    from trade_reward.taskbuilder import build_tasks
 
     script = stop_after(args.requests, args.latency)
 

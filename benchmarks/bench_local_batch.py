@@ -45,7 +45,7 @@ def main() -> None:
     from trade_eval.policy import POLICIES, RunSettings
     from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
     from trade_reward.schemes import get_scheme
-    from trade_reward.tasks import build_tasks
+    from trade_reward.taskbuilder import build_tasks
 
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:

@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     args = parser.parse_args()
 
-    from trade_reward.tasks import build_tasks
+    from trade_reward.taskbuilder import build_tasks
 
     with tempfile.TemporaryDirectory(prefix="bench-vllm-") as scratch:
         root = Path(scratch)

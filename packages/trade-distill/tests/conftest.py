@@ -12,7 +12,7 @@ from trade_core.hookspecs import hookimpl
 from trade_core.plugins import get_manager
 from trade_core.testing import inline_plugin, run_trade
 from trade_eval.policies.baselines import Momentum
-from trade_reward.tasks import build_tasks
+from trade_reward.taskbuilder import build_tasks
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -21,7 +21,7 @@ from trade_eval.testing import STOP, FaultServer, Reply, Request
 from trade_reward.forward import ground_truth
 from trade_reward.outcome import outcome
 from trade_reward.schemes import get_scheme
-from trade_reward.tasks import build_tasks
+from trade_reward.taskbuilder import build_tasks
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
 from trade_tools.records import Task

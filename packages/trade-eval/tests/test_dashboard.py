@@ -34,7 +34,7 @@ from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
 from trade_eval.tasks_eval import TasksEval, load_tasks, run_tasks
 from trade_eval.tasks_eval import new_manifest as tasks_manifest
 from trade_reward.schemes import get_scheme
-from trade_reward.tasks import build_tasks
+from trade_reward.taskbuilder import build_tasks
 from trade_tools.day import TradingDay
 
 START = dt.date(2025, 6, 20)

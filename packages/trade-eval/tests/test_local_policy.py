@@ -20,7 +20,7 @@ from trade_core.testing import run_trade
 from trade_data.store import MarketStore
 from trade_eval.policies.llm import chat_request
 from trade_eval.policy import POLICIES, RunSettings
-from trade_reward.tasks import build_tasks
+from trade_reward.taskbuilder import build_tasks
 from trade_tools.day import TradingDay
 from trade_tools.episode import DEFAULT_TOOLS
 from trade_tools.sampler import day_task

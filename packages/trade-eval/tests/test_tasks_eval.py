@@ -16,7 +16,7 @@ from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
 from trade_eval.testing import LOOP, STOP, Fail, FaultServer, Reply, Request
 from trade_reward.commands.explain import breakdown, play
 from trade_reward.schemes import get_scheme
-from trade_reward.tasks import build_tasks
+from trade_reward.taskbuilder import build_tasks
 from trade_tools.episode import Episode
 from trade_tools.runfolder import EPISODES, MANIFEST, SUMMARY, TRAJECTORIES
 from trade_tools.trajectory import Trajectory

@@ -28,7 +28,7 @@ import pytest
 from trade_core.plugins import get_manager
 from trade_core.testing import run_trade
 from trade_eval.policies.llm import openai_messages
-from trade_reward.tasks import build_tasks
+from trade_reward.taskbuilder import build_tasks
 from trade_tools.episode import DEFAULT_TOOLS, Episode
 from trade_tools.toolcalls import HERMES, parse_reply
 from trade_tools.trajectory import Trajectory

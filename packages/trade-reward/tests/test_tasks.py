@@ -7,6 +7,7 @@ point-in-time test rebuilds a day from a dataset whose future was rewritten.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import math
 import re
@@ -24,8 +25,8 @@ from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
 from trade_data.synth import write_synthetic_market
 from trade_data.testing import perturb_future
+from trade_reward.taskbuilder import build_tasks
 from trade_reward.taskfolder import TaskRecord, read_manifest, read_records
-from trade_reward.tasks import build_tasks
 from trade_reward.taskstats import task_stats
 from trade_tools.episode import Episode, Task
 from trade_tools.sampler import day_task
@@ -398,3 +399,10 @@ def test_unknown_tools_or_prompt_sets_are_one_line_errors(
     errors = [line for line in run.err.splitlines() if line.startswith("error:")]
     assert run.code == 2 and len(errors) == 1 and message in errors[0], run.err
     assert "Traceback" not in run.err and not (tmp_path / "out").exists()
+
+
+def test_the_module_that_builds_a_tasks_folder_says_so() -> None:
+    """Four modules were called "tasks"; the one that builds a folder is ``taskbuilder`` (no README names the old
+    ``trade_reward.tasks``, so it is gone rather than deprecated)."""
+    assert build_tasks.__module__ == "trade_reward.taskbuilder"
+    assert importlib.util.find_spec("trade_reward.tasks") is None

@@ -17,7 +17,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def tasks(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small real tasks folder (train and val), built once per session."""
-    from trade_reward.tasks import build_tasks
+    from trade_reward.taskbuilder import build_tasks
 
     out = tmp_path_factory.mktemp("tasks") / "tasks"
     build_tasks(real_dataset, out, split="train=2024-06-03:2024-06-28,val=2024-07-08:2024-07-31", pool_size="10-12")
@@ -27,7 +27,7 @@ def tasks(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def anonymized_tasks(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same tasks folder built with ``--anonymize``."""
-    from trade_reward.tasks import build_tasks
+    from trade_reward.taskbuilder import build_tasks
 
     out = tmp_path_factory.mktemp("anonymized") / "tasks"
     build_tasks(

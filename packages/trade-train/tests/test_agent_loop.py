@@ -43,8 +43,8 @@ from verl.workers.rollout.replica import TokenOutput
 from trade_core.errors import TradeError
 from trade_core.testing import run_trade
 from trade_data.store import MarketStore
+from trade_reward.taskbuilder import build_tasks
 from trade_reward.taskfolder import read_records
-from trade_reward.tasks import build_tasks
 from trade_tools.anonymize import EXAMPLE_ALIAS
 from trade_tools.episode import DEFAULT_TOOLS, TOOL_TEXT_LIMIT, Episode, Task
 from trade_tools.trajectory import Message, read_trajectories

@@ -12,8 +12,8 @@ pytest.importorskip("trade_eval", reason="the demonstrations play trade-eval's b
 from trade_data.signals import PlantedSignal
 from trade_data.store import MarketStore
 from trade_data.synth import write_synthetic_market
+from trade_reward.taskbuilder import build_tasks
 from trade_reward.taskfolder import TaskRecord, read_records
-from trade_reward.tasks import build_tasks
 from trade_tools.episode import Episode
 from trade_train.quickstart.demonstrations import SIGNAL_BUY_SHARES, baseline_demonstrations, signal_demonstrations
 from trade_train.tiny.scripted import Demonstration

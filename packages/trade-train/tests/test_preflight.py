@@ -78,7 +78,7 @@ def test_every_problem_is_one_line_and_all_come_at_once(
 def train_and_test_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tasks folder as the quickstart builds it: train and test splits, no val, on a small synthetic market."""
     from trade_data.synth import write_synthetic_market
-    from trade_reward.tasks import build_tasks
+    from trade_reward.taskbuilder import build_tasks
 
     root = tmp_path_factory.mktemp("train-test")
     market = write_synthetic_market(root / "market", symbols=30, start="2024-01-01", end="2024-06-30", seed=0)

@@ -47,7 +47,7 @@ def tasks_command(
     memorisation guard), and with --anonymize-noise SD bars perturbed per day; the ground truth keeps the real
     symbols.
     """
-    from trade_reward.tasks import build_tasks
+    from trade_reward.taskbuilder import build_tasks
     from trade_reward.taskstats import task_stats
 
     if stats_dir is not None:

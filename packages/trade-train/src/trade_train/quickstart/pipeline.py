@@ -57,7 +57,7 @@ def split_spec(store: MarketStore, days: int) -> str:
 
 def tasks(ctx: Context) -> dict[str, Any]:
     """Embargoed train and test tasks (`trade data tasks`)."""
-    from trade_reward.tasks import build_tasks
+    from trade_reward.taskbuilder import build_tasks
 
     data = Path(ctx.results["market"]["data"])
     spec = split_spec(MarketStore.load(data), ctx.settings.days)
