@@ -19,6 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -132,9 +133,16 @@ def root(real_store: MarketStore, real_dataset: Path, tmp_path_factory: pytest.T
 class Served:
     """The dashboard's app on a real socket on 127.0.0.1, in a thread with its own event loop."""
 
-    def __init__(self, root: Path, data: Path | None = None, hosts: frozenset[str] = LOOPBACK_HOSTS) -> None:
+    def __init__(
+        self,
+        root: Path,
+        data: Path | None = None,
+        hosts: frozenset[str] = LOOPBACK_HOSTS,
+        reader: ThreadPoolExecutor | None = None,
+    ) -> None:
         self.loop = asyncio.new_event_loop()
-        self.runner = web.AppRunner(make_app(root, data, hosts))
+        self.reader = reader or ThreadPoolExecutor(1)
+        self.runner = web.AppRunner(make_app(root, data, hosts, self.reader))
         ready = threading.Event()
 
         async def start() -> None:
@@ -149,12 +157,22 @@ class Served:
         assert ready.wait(20)
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def get(self, path: str) -> tuple[int, str]:
+    def get(self, path: str, *, read: bool = True) -> tuple[int, str]:
+        """The status and page; with ``read``, the page once the runs it needs were read (a run's first
+        request starts its read in the background and says so)."""
         try:
             with urllib.request.urlopen(self.url + path, timeout=30) as response:
-                return response.status, response.read().decode("utf-8")
+                answer = response.status, response.read().decode("utf-8")
         except urllib.error.HTTPError as error:
-            return error.code, error.read().decode("utf-8", "replace")
+            answer = error.code, error.read().decode("utf-8", "replace")
+        if read and ('id="reading"' in answer[1] or "reading…" in answer[1]):
+            self.read()
+            return self.get(path)
+        return answer
+
+    def read(self) -> None:
+        """Wait until the reads started so far are done (the reader runs them in order, one at a time)."""
+        self.reader.submit(lambda: None).result(60)
 
     def raw(self, target: str, head: str = "Host: 127.0.0.1", method: str = "GET", body: bytes = b"") -> int:
         """The status for a request sent as written (no client normalises ``..`` or ``%2e``, or sets the Host)."""
@@ -431,6 +449,60 @@ def test_the_line_index_reads_appends_once_and_restarts_on_a_rewrite(tmp_path: P
     path.write_bytes(b'{"id":"z"}\n')  # --resume rewrote the file shorter
     index.refresh()
     assert index.generation > generation and index.keys == {"z": 0} and len(index) == 1
+
+
+def test_the_first_request_is_answered_before_the_runs_are_read(root: Path) -> None:
+    """Runs are read in the background: while the reader is busy a run's page and the list say they are still
+    reading; once it is done they are a fully read dashboard's, byte for byte."""
+    busy, reader = threading.Event(), ThreadPoolExecutor(1)
+    reader.submit(busy.wait)  # the reader has not got to the runs yet
+    served, reference = Served(root, reader=reader), Served(root)
+    try:
+        pages = ["/", "/run?" + q("tasks-scripted"), "/run?" + q("scripted"), "/day?" + q("tasks-scripted", n=1)]
+        for path in pages[1:]:
+            status, html = served.get(path, read=False)
+            assert status == 200 and 'id="reading"' in html and "MiB" in html
+        assert "reading…" in served.get("/", read=False)[1]
+        busy.set()
+        served.read()
+        for path in pages:
+            status, html = served.get(path, read=False)
+            assert status == 200 and 'id="reading"' not in html and "reading…" not in html
+            assert html == reference.get(path)[1]
+    finally:
+        busy.set()
+        served.close()
+        reference.close()
+
+
+def test_a_play_waits_for_its_model_server_off_the_event_loop(server: Served) -> None:
+    """A server that accepts the check's connection and never answers: other pages are answered while the
+    check waits, and the play is refused in one line once the server goes away."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent.settimeout(30)
+        base_url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        form = urllib.parse.urlencode({"date": "2025-06-23", "policy": "llm", "base_url": base_url, "model": "m"})
+        answers: list[str] = []
+
+        def post() -> None:
+            request = urllib.request.Request(server.url + "/play", data=form.encode())
+            with urllib.request.urlopen(request, timeout=60) as response:
+                answers.append(response.read().decode())
+
+        posting = threading.Thread(target=post)
+        posting.start()
+        connection, _ = silent.accept()  # the check is waiting on us
+        with connection:
+            asked = b""
+            while b"\r\n\r\n" not in asked:
+                asked += connection.recv(4096)
+            assert asked.startswith(b"GET /v1/models")
+            assert server.get("/")[0] == 200
+            connection.setblocking(False)
+            with pytest.raises(BlockingIOError):  # the check still waits: it did not give up before the page came
+                connection.recv(1)
+        posting.join(60)
+    assert len(answers) == 1 and f"no server answers at {base_url}" in answers[0]
 
 
 def test_play_a_day_from_the_page(server: Served, root: Path) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,13 +53,19 @@ def page(name: str, **context: Any) -> web.Response:
     return web.Response(text=_ENV.get_template(name).render(**context), content_type="text/html")
 
 
-def run_of(request: web.Request, key: str = "run") -> RunState:
-    """The listed run a request names (404 for any other name)."""
+def run_of(request: web.Request, key: str = "run", *, read: bool = True) -> RunState:
+    """The listed run a request names (404 for any other name); unless ``read`` is False, a page saying the run
+    is still being read (and reloading) while its first read is under way."""
     name = request.query.get(key, "")
     found: RunFolder | None = discover(request.app[ROOT]).get(name)
     if found is None:
         raise web.HTTPNotFound(text=f"no run named {name!r} under --runs")
-    return request.app[STATES].get(found)
+    state = request.app[STATES].get(found)
+    if read and not state.ready:
+        size = sum(size for size, _ in state.files_state().values()) / 2**20
+        text = _ENV.get_template("reading.html.j2").render(run=state.run, size=size)
+        raise web.HTTPOk(text=text, content_type="text/html", headers={"Cache-Control": "no-store"})
+    return state
 
 
 def number(request: web.Request, key: str, default: int | None = None) -> int:
@@ -169,7 +176,7 @@ async def nav_png(request: web.Request) -> web.Response:
 
 
 async def files_state(request: web.Request) -> web.Response:
-    return web.json_response(run_of(request).files_state())
+    return web.json_response(run_of(request, read=False).files_state())
 
 
 async def play_form(request: web.Request) -> web.Response:
@@ -198,7 +205,7 @@ async def play_start(request: web.Request) -> web.Response:
     except ValueError:
         return page("play.html.j2", policies=sorted(POLICIES.all()), can_play=True, error="date: YYYY-MM-DD")
     try:
-        play = request.app[PLAYS].start(
+        play = await request.app[PLAYS].start(
             date,
             str(form.get("policy", "hold")),
             str(form.get("base_url", "")).strip(),
@@ -257,14 +264,26 @@ async def known_host(request: web.Request, handler: Handler) -> web.StreamRespon
     return await handler(request)
 
 
-def make_app(root: Path, data: Path | None = None, hosts: frozenset[str] = LOOPBACK_HOSTS) -> web.Application:
+async def read_runs(app: web.Application) -> AsyncIterator[None]:
+    """Start reading every run at startup, in the background, and stop the reader with the app."""
+    for run in discover(app[ROOT]).values():
+        app[STATES].get(run)
+    yield
+    app[STATES].reader.shutdown(wait=False, cancel_futures=True)
+
+
+def make_app(
+    root: Path, data: Path | None = None, hosts: frozenset[str] = LOOPBACK_HOSTS, reader: Executor | None = None
+) -> web.Application:
     """The dashboard over the run folders under ``root`` (plays need ``data``, a dataset folder), answering
-    requests addressed to ``hosts`` (:func:`allowed_hosts`) only."""
+    requests addressed to ``hosts`` (:func:`allowed_hosts`) only; runs are first read on ``reader``
+    (:class:`States`)."""
     app = web.Application(middlewares=[known_host])
     app[HOSTS] = hosts
     app[ROOT] = Path(root).resolve()
-    app[STATES] = States(app[ROOT])
+    app[STATES] = States(app[ROOT], reader)
     app[PLAYS] = Plays(app[ROOT], data)
+    app.cleanup_ctx.append(read_runs)
     app.router.add_get("/", index)
     app.router.add_get("/run", run_page)
     app.router.add_get("/day", day_page)

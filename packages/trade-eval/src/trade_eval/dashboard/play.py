@@ -84,14 +84,16 @@ class Plays:
         self.by_number: dict[int, Play] = {}
         self.counter = itertools.count(1)
 
-    def start(self, date: dt.date, policy_name: str, base_url: str, model: str, pool_size: int = 20) -> Play:
+    async def start(self, date: dt.date, policy_name: str, base_url: str, model: str, pool_size: int = 20) -> Play:
+        """Start a play once its policy's check passed; the check (a server that may take its whole timeout to
+        answer) runs in a thread, so the pages keep being served meanwhile."""
         if self.data is None:
             raise TradeError("playing a day needs market data", hint="start the dashboard with --data DIR")
         policy = POLICIES.get(policy_name)
         settings = RunSettings(model=model, base_url=base_url or None, temperature=0.0)
         if policy.needs_server and not (base_url and model):
             raise TradeError(f"policy '{policy_name}' needs a served model", hint="fill in the base URL and model")
-        policy.check(settings)
+        await asyncio.to_thread(policy.check, settings)
         number = next(self.counter)
         folder = self.root / PLAYS / f"{date}-{policy_name}-{dt.datetime.now():%H%M%S}-{number}"
         play = Play(number, folder.relative_to(self.root).as_posix(), date, policy_name, Watched(policy))

@@ -1,11 +1,17 @@
 """What the dashboard knows of each run folder, kept between requests and brought up to date on each one:
 the JSONL files' line indexes and parsed records grow with the files, so a page costs the bytes appended since
-the last one, and opening a day reads that day's trajectory line only."""
+the last one, and opening a day reads that day's trajectory line only.
+
+A run's first read (seconds for a run of 10,000 episodes) is done in the background, never by a request: the
+dashboard listens at once, and a run's pages say it is still being read until its first read is done; only then
+do requests refresh it (so one thread at a time touches a run's indexes).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,19 @@ class RunState:
     root: Path
     files: dict[str, JsonLines] = field(default_factory=dict)
     trajectory_files: dict[str, LineIndex] = field(default_factory=dict)
+    reading: Future[None] | None = None
+    """The background first read, once started; the run's pages wait for it to be done."""
+
+    @property
+    def ready(self) -> bool:
+        return self.reading is not None and self.reading.done()
+
+    def read_all(self) -> None:
+        """Index and parse every file a page reads (the first read, in the background)."""
+        self.records()
+        self.metrics()
+        if self.run.kind != "training":
+            self.trajectory_index()
 
     def records(self) -> list[Line]:
         """The days (backtest) or episodes (tasks) written so far; a training run has none."""
@@ -138,14 +157,19 @@ class RunState:
 
 
 class States:
-    """The RunStates by run name, made on first use."""
+    """The RunStates by run name, made on first use, each read first on ``reader`` (one background thread unless
+    given: one run's first read at a time leaves the other core to the requests)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, reader: Executor | None = None) -> None:
         self.root = root.resolve()
         self.by_name: dict[str, RunState] = {}
+        self.reader = reader or ThreadPoolExecutor(1, thread_name_prefix="dashboard-read")
 
     def get(self, run: RunFolder) -> RunState:
+        """The run's state, its first read started in the background if it was not (see :attr:`RunState.ready`)."""
         state = self.by_name.get(run.name)
         if state is None or state.run != run:
             state = self.by_name[run.name] = RunState(run, self.root)
+        if state.reading is None:
+            state.reading = self.reader.submit(state.read_all)
         return state

@@ -112,6 +112,9 @@ def headline(state: RunState) -> dict[str, Any]:
         "finished": summary.value is not None,
         "problems": [p for p in (manifest.problem, summary.problem) if p],
     }
+    if not state.ready:
+        row["count"] = "reading…"
+        return row
     if state.run.kind == "training":
         metrics = [line.value for line in state.metrics() if line.value]
         steps = state.steps()
