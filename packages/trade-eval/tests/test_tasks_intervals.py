@@ -10,7 +10,7 @@ import numpy as np
 
 from trade_eval.tasks_eval import summarize, summary_lines
 from trade_eval.uncertainty import Bootstrap, Clusters
-from trade_tools.records import Reward
+from trade_tools.grading import Reward
 from trade_tools.runfolder import EpisodeRecord
 
 

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from trade_core.errors import TradeError
 from trade_reward.outcome import Outcome
 from trade_reward.schemes import Reward, get_scheme
-from trade_tools.records import GroundTruth
+from trade_tools.grading import GroundTruth
 
 NAN, INF = math.nan, math.inf
 DAY = "2025-10-14"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,9 @@ from pydantic import ValidationError
 
 from trade_core.errors import TradeError
 from trade_tools.episode import Episode
+from trade_tools.grading import GroundTruth, Reward
 from trade_tools.portfolio import MAX_CASH, MAX_SHARES, impossible
-from trade_tools.records import GroundTruth, Reward, Task, parse
+from trade_tools.records import Task, parse
 from trade_tools.trajectory import TRAJECTORY_VERSION, Trajectory, read_trajectories, write_trajectories
 
 POOL = ["SH600519", "SZ000001"]
@@ -162,3 +165,17 @@ def test_a_portfolio_beyond_the_bounds_is_refused_where_it_is_read(stopped: Epis
     with pytest.raises(ValidationError) as shaped:
         parse(Episode, {**stored, "positions": []})
     assert not impossible(shaped.value)  # a record of the wrong shape is not a bad number
+
+
+def test_no_module_an_episode_is_built_from_holds_the_grading() -> None:
+    """What happened after T0 and the score are label data: the Episode, its tools and prompts do not even load
+    them (a fresh interpreter imports them; a Trajectory, which carries them, is another module)."""
+    imports = "import sys, trade_tools.episode, trade_tools.builtins, trade_tools.prompts; print(*sys.modules)"
+    loaded = subprocess.run(
+        [sys.executable, "-c", imports],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "trade_tools.episode" in loaded
+    assert {GroundTruth.__module__, Reward.__module__} & set(loaded) == set()

@@ -18,7 +18,7 @@ import pytest
 from trade_core.testing import run_trade
 from trade_data.store import MarketStore
 from trade_tools.episode import Episode, Task
-from trade_tools.records import GroundTruth
+from trade_tools.grading import GroundTruth
 from trade_train.verl_grpo import schema
 from trade_train.verl_grpo.schema import AGENT_NAME
 

@@ -45,7 +45,8 @@ from trade_eval.uncertainty import Bootstrap, intervals
 from trade_reward.forward import HORIZON, ground_truth
 from trade_tools.day import TradingDay
 from trade_tools.episode import MAX_TURNS, Episode, EpisodeSettings
-from trade_tools.records import GroundTruth, Task
+from trade_tools.grading import GroundTruth
+from trade_tools.records import Task
 from trade_tools.rules import ExecutionRules
 from trade_tools.runfolder import (
     DAYS,

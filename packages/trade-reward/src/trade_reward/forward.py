@@ -1,7 +1,7 @@
 """What happened after T0: the label side of a task, computed from the market data once when the task is built.
 
-The record itself, :class:`~trade_tools.records.GroundTruth`, lives with the other records; this module is the
-one place that reads T+k prices to fill it, outside any Episode.
+The record itself, :class:`~trade_tools.grading.GroundTruth`, lives beside the Reward in trade-tools; this module is
+the one place that reads T+k prices to fill it, outside any Episode.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from trade_core.errors import TradeError
 from trade_data.store import MarketStore
-from trade_tools.records import GroundTruth
+from trade_tools.grading import GroundTruth
 
 HORIZON = 3
 

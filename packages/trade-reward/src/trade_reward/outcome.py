@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from trade_core.errors import TradeError
+from trade_tools.grading import GroundTruth
 from trade_tools.portfolio import MAX_CASH, MAX_SHARES
-from trade_tools.records import GroundTruth
 
 if TYPE_CHECKING:
     from trade_tools.episode import Episode

@@ -17,7 +17,7 @@ from trade_core.errors import TradeError, error_line
 from trade_core.registry import Registry
 from trade_reward import hookspecs
 from trade_reward.outcome import INVALID, MALFORMED, Outcome
-from trade_tools.records import Reward
+from trade_tools.grading import Reward
 
 FAILURES = ("no_valid_call", "truncated", "no_stop", INVALID, MALFORMED)
 """Every failure a built-in scheme reports, as :func:`failure_of` names them."""

@@ -24,8 +24,9 @@ from trade_core.errors import TradeError, error_line
 from trade_reward.outcome import DEFAULT_WEIGHTS, INVALID, MALFORMED, Outcome, outcome
 from trade_reward.schemes import get_scheme
 from trade_tools.episode import Episode
+from trade_tools.grading import GroundTruth, Reward
 from trade_tools.portfolio import impossible
-from trade_tools.records import GroundTruth, Reward, parse
+from trade_tools.records import parse
 
 log = structlog.get_logger("trade.reward")
 

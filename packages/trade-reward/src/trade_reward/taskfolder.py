@@ -20,7 +20,7 @@ from trade_core.files import staging_path
 from trade_data.qlib_dir import swap_into_place
 from trade_reward.forward import HORIZON
 from trade_tools.episode import Task
-from trade_tools.records import GroundTruth
+from trade_tools.grading import GroundTruth
 from trade_tools.sampler import CAPITAL, MAX_HOLDINGS, WEIGHT_RANGE
 
 MANIFEST = "manifest.json"

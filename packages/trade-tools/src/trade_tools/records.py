@@ -1,19 +1,19 @@
-"""The typed records the packages hand each other: a task, its ground truth and a reward's breakdown.
+"""The typed records the packages hand each other: the task an Episode plays, and how a stored record is parsed.
 
 They sit low in the stack, beside the Episode, so training, evaluation, distillation and the dashboard
 read one format with no string agreements between packages. A :class:`~trade_tools.trajectory.Trajectory`
-carries both next to its Episode; its ``version`` (and a tasks folder's manifest) versions them on disk.
-How a ground truth is computed stays with the market data (``trade_reward.forward``); how a reward is
-computed stays with the schemes (``trade_reward.schemes``).
+carries the task's grading (:mod:`trade_tools.grading`) next to its Episode; its ``version`` (and a tasks
+folder's manifest) versions them on disk.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from trade_tools.portfolio import Cash, Shares
 
@@ -50,43 +50,16 @@ class Task(BaseModel):
         return data
 
 
-class GroundTruth(BaseModel):
-    """What happened after T0, for one task's stocks: label data that never reaches a prompt or a tool.
-
-    Each stock's raw close at T0 and its growth to the T+1..T+k closes on adjusted prices (dividends
-    and splits do not look like losses; a suspended day keeps the last close). With it a reward needs
-    no market data, which is what verl's reward workers want.
-    """
-
-    date: dt.date
-    horizon_dates: list[dt.date] = Field(description="the T+1..T+k trading days")
-    close: dict[str, float] = Field(description="raw close at T0 (the last close if suspended), CNY")
-    growth: dict[str, list[float]] = Field(description="adjusted close at T+k / adjusted close at T0, k = 1..K")
-
-    @model_validator(mode="after")
-    def _shapes_agree(self) -> GroundTruth:
-        """Every stock has a close and one growth per horizon date, so reading one cannot fail half-way."""
-        if self.close.keys() != self.growth.keys():
-            raise ValueError("close and growth must name the same stocks")
-        if any(len(g) != len(self.horizon_dates) for g in self.growth.values()):
-            raise ValueError("every growth needs one value per horizon date")
-        return self
-
-
-class Reward(BaseModel):
-    """A score with everything that went into it (logged in training, shown by `trade reward explain`)."""
-
-    model_config = ConfigDict(allow_inf_nan=False)  # a NaN score would poison a whole GRPO batch
-
-    score: float
-    scheme: str
-    r_new: float
-    r_orig: float
-    r_outcome: float
-    bucket: int | None = Field(None, description="the scheme's bucket; None for a failure or a scheme without")
-    failure: str | None = Field(None, description="why it scored as a failure (trade_reward.schemes.FAILURES)")
-
-
 def parse(model: type[Record], stored: str | Mapping[str, Any]) -> Record:
     """A record from JSON text or an already decoded object: the two ways records travel (verl, JSONL)."""
     return model.model_validate_json(stored) if isinstance(stored, str) else model.model_validate(stored)
+
+
+def __getattr__(name: str) -> Any:
+    """``GroundTruth`` and ``Reward`` moved to :mod:`trade_tools.grading`; users' imports from here still work."""
+    if name in ("GroundTruth", "Reward"):
+        warnings.warn(f"trade_tools.records.{name} is now trade_tools.grading.{name}", DeprecationWarning, stacklevel=2)
+        from trade_tools import grading
+
+        return getattr(grading, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,7 @@ from trade_core.errors import TradeError, error_line
 from trade_core.files import atomic_write, lock_file
 from trade_data.qlib_dir import META_FILE
 from trade_data.signals import describe_dataset
-from trade_tools.records import Reward
+from trade_tools.grading import Reward
 from trade_tools.rules import ExecutionRules
 
 if TYPE_CHECKING:

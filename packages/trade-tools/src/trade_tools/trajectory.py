@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from trade_core.errors import TradeError, error_line
 from trade_core.files import atomic_open
 from trade_tools.episode import Episode
-from trade_tools.records import GroundTruth, Reward
+from trade_tools.grading import GroundTruth, Reward
 
 TRAJECTORY_VERSION = 2
 """2: the ground truth, the reward and the training step are typed fields (1 kept them in an untyped ``reward``)."""

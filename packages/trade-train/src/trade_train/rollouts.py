@@ -18,7 +18,7 @@ from trade_data.store import MarketStore
 from trade_reward.schemes import FAILURES
 from trade_tools.episode import Episode, Status
 from trade_tools.exploit import exploits
-from trade_tools.records import GroundTruth, Reward
+from trade_tools.grading import GroundTruth, Reward
 from trade_tools.trajectory import Message, Trajectory
 
 PREFIX = "trade/"

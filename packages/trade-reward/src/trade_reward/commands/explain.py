@@ -20,8 +20,8 @@ from trade_core.params import settings_from
 if TYPE_CHECKING:
     from trade_reward.schemes import RewardScheme
     from trade_tools.episode import Episode, Task
+    from trade_tools.grading import GroundTruth
     from trade_tools.portfolio import Fill
-    from trade_tools.records import GroundTruth
 
 CONVENTIONS = (
     "R(p) = sum_k w_k * (V_p(T+k) / V0 - 1) with weights {weights} over the T+1..T+{horizon} closes; "
@@ -88,7 +88,8 @@ def load_task(path: Path, index: int | None) -> tuple[Task, GroundTruth | None]:
 
     from trade_core.errors import error_line
     from trade_tools.episode import Task
-    from trade_tools.records import GroundTruth, parse
+    from trade_tools.grading import GroundTruth
+    from trade_tools.records import parse
 
     data = _read_object(path, index)
     try:

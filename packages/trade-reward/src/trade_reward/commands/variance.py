@@ -19,7 +19,7 @@ from trade_reward.commands.explain import scheme_from, settings_option, task_sym
 
 if TYPE_CHECKING:
     from trade_data.store import MarketStore
-    from trade_tools.records import GroundTruth
+    from trade_tools.grading import GroundTruth
     from trade_tools.trajectory import Trajectory
 
 CONVENTION = (

@@ -27,7 +27,8 @@ from typing import Any, ClassVar, Literal
 from trade_reward.scoring import score_day
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode, EpisodeSettings, Task
-from trade_tools.records import GroundTruth, parse
+from trade_tools.grading import GroundTruth
+from trade_tools.records import parse
 from trade_train.rollouts import Rollout
 from trade_train.store import market_store
 

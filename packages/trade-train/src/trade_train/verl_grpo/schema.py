@@ -28,7 +28,8 @@ from trade_core.errors import TradeError
 from trade_reward.scoring import score_day
 from trade_reward.taskfolder import TaskRecord
 from trade_tools.episode import Episode
-from trade_tools.records import GroundTruth, Reward, parse
+from trade_tools.grading import GroundTruth, Reward
+from trade_tools.records import parse
 from trade_train.rollouts import Rollout
 
 AGENT_NAME = "trading_agent"
