@@ -93,6 +93,8 @@ def test_schemas_are_valid_openai_functions(open_day) -> None:  # type: ignore[n
     action = schemas[3]["function"]["parameters"]
     assert action["properties"]["type"]["enum"] == ["buy", "sell", "stop"] and action["required"] == ["type"]
     jsonschema.validate({"type": "buy", "symbol": "SH600519", "amount": 100}, action)
+    action["properties"].clear()  # each episode's schemas are its own: a caller's edit reaches no other
+    assert open_day("2024-06-14", POOL).tool_schemas()[3]["function"]["parameters"]["properties"]
 
 
 @pytest.mark.real_data
