@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter
 from pathlib import Path
@@ -11,12 +12,13 @@ import pytest
 from trade_core.errors import TradeError
 from trade_core.testing import run_trade
 from trade_data.store import MarketStore
-from trade_eval.policy import POLICIES, RunSettings
+from trade_eval.policy import POLICIES, DayUsage, Policy, RunSettings
 from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
 from trade_eval.testing import LOOP, STOP, Fail, FaultServer, Reply, Request
 from trade_reward.commands.explain import breakdown, play
 from trade_reward.schemes import get_scheme
 from trade_reward.taskbuilder import build_tasks
+from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
 from trade_tools.runfolder import EPISODES, MANIFEST, SUMMARY, TRAJECTORIES
 from trade_tools.trajectory import Trajectory
@@ -201,6 +203,39 @@ def test_the_episodes_of_a_run_share_their_connections(
         summary = _run(tasks_folder, real_store, tmp_path / "run", "llm", (server.url,), concurrency=2, limit=6)
     assert summary["played"] == 6 and len(server.requests) == 12
     assert server.connections <= 2
+
+
+class _HeapWatcher(Policy):
+    """Ends each day at once, noting how many objects the garbage collector leaves out of its collections."""
+
+    name = "heap-watcher"
+    description = "test policy"
+    reads_prompt = False
+
+    def __init__(self) -> None:
+        self.frozen: list[int] = []
+
+    async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
+        self.frozen.append(gc.get_freeze_count())
+        day.turn("", [])
+        return DayUsage()
+
+
+def test_the_episodes_play_with_what_was_alive_before_them_out_of_the_collectors_way(
+    tasks_folder: Path, real_store: MarketStore, tmp_path: Path
+) -> None:
+    """Full collections rescanned the store, the tasks and every import once per few episodes (a tenth of the
+    harness's CPU an episode); the heap is frozen while the episodes play and thawed after."""
+    records, split, _ = load_tasks(tasks_folder, "test")
+    evaluation = TasksEval(real_store, records[:3], [get_scheme("bucketed")])
+    policy, settings = _HeapWatcher(), RunSettings()
+    manifest = new_manifest(
+        evaluation, policy.name, settings, command=[], tasks=tasks_folder, split=split, servers=(), data=real_store.path
+    )
+    assert gc.get_freeze_count() == 0
+    assert run_tasks(evaluation, policy, settings, tmp_path / "run", manifest, progress=False)["played"] == 3
+    assert len(policy.frozen) == 3 and min(policy.frozen) > len(records)
+    assert gc.get_freeze_count() == 0
 
 
 def test_llm_needs_a_server_and_a_folder_needs_a_split(tasks_folder: Path) -> None:
