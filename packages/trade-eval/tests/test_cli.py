@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from pathlib import Path
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from trade_core.testing import imports_of, run_trade
+from trade_eval.commands.backtest import BacktestPlan, RunOptions, backtest_command
 from trade_tools.runfolder import DAYS, LOCK, MANIFEST, SUMMARY, TRAJECTORIES
 
 WINDOW = ("--start-date", "2025-06-20", "--initial-cash", "1000000")
@@ -27,6 +29,15 @@ def _lines(path: Path) -> list[dict]:
 def test_help_imports_no_numpy_or_pandas(args: list[str], tmp_path: Path) -> None:
     """``trade eval --help`` imports every subcommand's module: none may import the Episode for a constant."""
     assert imports_of(*args, tmp_path=tmp_path) & {"numpy", "pandas"} == set()
+
+
+def test_backtest_takes_its_options_as_a_few_typed_groups() -> None:
+    """26 options reach the command as the policy's name and four groups: a new option joins a group, not the
+    signature, and the groups are what the code below the command is handed."""
+    parameters = inspect.signature(backtest_command.callback).parameters  # type: ignore[arg-type]
+    assert list(parameters) == ["policy_name", "settings", "plan", "conventions", "run"]
+    grouped = set(BacktestPlan.model_fields) | set(RunOptions.model_fields)
+    assert grouped < {p.name for p in backtest_command.params}
 
 
 def test_trade_plugins_lists_the_policies_with_their_packages(policy_site: Path) -> None:

@@ -6,14 +6,44 @@ import datetime as dt
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+from pydantic import BaseModel
 
 from trade_core.errors import TradeError
-from trade_core.params import ISO_DATE, settings_from
+from trade_core.params import ISO_DATE, grouped, settings_from
 from trade_eval.memorisation import ANONYMIZE, MODEL_CUTOFF
 from trade_tools.commands._options import ANONYMIZE_NOISE, noise_of
 from trade_tools.limits import MAX_TURNS
+
+if TYPE_CHECKING:
+    from trade_eval.metrics import Conventions
+    from trade_eval.policy import RunSettings
+
+
+class BacktestPlan(BaseModel):
+    """What is played: the dataset, the days, the portfolio's start, the pool and what each day shows."""
+
+    data: Path
+    start_date: dt.date
+    num_days: int
+    initial_cash: float
+    pool_size: int | None
+    pool_file: Path | None
+    universe: str
+    max_turns: int
+    anonymize: bool
+    anonymize_noise: float | None
+
+
+class RunOptions(BaseModel):
+    """How the run is recorded: its folder, resumed or not, over how many seeds, with the model's cutoff."""
+
+    out: Path | None
+    resume: bool
+    seeds: int
+    model_cutoff: str | None
 
 
 def _pool_file(path: Path) -> list[str]:
@@ -109,7 +139,14 @@ def run_label(policy: str, model: str, anonymized: bool) -> str:
     help="Runs with seeds --seed, --seed+1, ... (the model's sampling, the random policy's draws; same pool), "
     "each in --out/seed-<s>; prints each metric as mean ± sd over them (--out/seeds.json).",
 )
-@click.option("--set", "pairs", multiple=True, metavar="KEY=VALUE", help="A policy option (repeatable).")
+@click.option(
+    "--set",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=lambda _ctx, _param, pairs: settings_from(pairs, example="backoff=2"),
+    help="A policy option (repeatable).",
+)
 @click.option(
     "--out", type=click.Path(path_type=Path), help="Run folder [runs/<model or policy>-<start>-<days>d-seed<seed>]."
 )
@@ -127,35 +164,14 @@ def run_label(policy: str, model: str, anonymized: bool) -> str:
     help="Trading days per year for annualised figures [252; 238 with --convention qlib].",
 )
 @click.option("--risk-free", default=0.0, show_default=True, type=float, help="Annual risk-free rate for Sharpe.")
+@grouped(
+    settings="trade_eval.policy:RunSettings",
+    plan=BacktestPlan,
+    conventions="trade_eval.metrics:Conventions",
+    run=RunOptions,
+)
 def backtest_command(
-    policy_name: str,
-    base_url: str | None,
-    model: str,
-    api_key: str,
-    temperature: float,
-    top_p: float | None,
-    max_tokens: int | None,
-    request_timeout: float,
-    retries: int,
-    data: Path,
-    start_date: dt.date,
-    num_days: int,
-    initial_cash: float,
-    pool_size: int | None,
-    pool_file: Path | None,
-    universe: str,
-    seed: int,
-    max_turns: int,
-    seeds: int,
-    pairs: tuple[str, ...],
-    out: Path | None,
-    resume: bool,
-    convention: str,
-    trading_days: int | None,
-    risk_free: float,
-    model_cutoff: str | None,
-    anonymize: bool,
-    anonymize_noise: float | None,
+    policy_name: str, settings: RunSettings, plan: BacktestPlan, conventions: Conventions, run: RunOptions
 ) -> None:
     """Play --num-days trading days from --start-date with one portfolio carried from close to close:
     each day a fresh conversation on the training Episode (same tools, prompts, rules and fills), the
@@ -178,45 +194,33 @@ def backtest_command(
     from trade_data.store import MarketStore
     from trade_eval.backtest import Backtest, new_manifest, run_backtest, run_seeds
     from trade_eval.memorisation import warn_before_cutoff
-    from trade_eval.metrics import Conventions, spread_lines, table_lines
-    from trade_eval.policy import POLICIES, RunSettings
+    from trade_eval.metrics import spread_lines, table_lines
+    from trade_eval.policy import POLICIES
     from trade_tools.runfolder import SEEDS
 
     policy = POLICIES.get(policy_name)
-    if policy.needs_server and not (base_url and model):
+    if policy.needs_server and not (settings.base_url and settings.model):
         raise TradeError(
             f"policy '{policy_name}' needs a served model",
             hint="pass --base-url URL and --model NAME (`trade eval serve` prints a server command)",
         )
-    if pool_size is not None and pool_file is not None:
+    if plan.pool_size is not None and plan.pool_file is not None:
         raise TradeError("--pool-size and --pool-file exclude each other", hint="pass one of them")
-    settings = RunSettings(
-        model=model,
-        base_url=base_url,
-        api_key=api_key,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        request_timeout=request_timeout,
-        retries=retries,
-        seed=seed,
-        options=settings_from(pairs, example="backoff=2"),
-    )
     policy.check(settings)
-    store = MarketStore.load(data)
+    store = MarketStore.load(plan.data)
     settings = policy.for_data(settings, store)
     backtest = Backtest(
         store,
-        start_date,
-        num_days,
-        initial_cash=initial_cash,
-        pool_size=pool_size or 20,
-        pool=_pool_file(pool_file) if pool_file else None,
-        universe=universe,
-        seed=seed,
-        max_turns=max_turns,
-        anonymize=anonymize,
-        anonymize_noise=noise_of(anonymize, anonymize_noise),
+        plan.start_date,
+        plan.num_days,
+        initial_cash=plan.initial_cash,
+        pool_size=plan.pool_size or 20,
+        pool=_pool_file(plan.pool_file) if plan.pool_file else None,
+        universe=plan.universe,
+        seed=settings.seed,
+        max_turns=plan.max_turns,
+        anonymize=plan.anonymize,
+        anonymize_noise=noise_of(plan.anonymize, plan.anonymize_noise),
     )
     origin = POLICIES.provided(get_manager())[policy_name].origin
     manifest = new_manifest(
@@ -224,32 +228,32 @@ def backtest_command(
         policy_name,
         settings,
         command=["trade", *sys.argv[1:]],
-        data=data,
-        pool_file=pool_file,
-        pool_size=pool_size or 20,
+        data=plan.data,
+        pool_file=plan.pool_file,
+        pool_size=plan.pool_size or 20,
         policy_dist=origin.dist,
     )
-    manifest.model_cutoff = model_cutoff
-    warn_before_cutoff(model_cutoff, backtest.dates[0])
-    out = out or Path("runs") / f"{run_label(policy_name, model, anonymize)}-{start_date}-{num_days}d-seed{seed}"
-    conventions = Conventions(convention, trading_days, risk_free)  # type: ignore[arg-type]
-    if seeds > 1:
-        spread = run_seeds(backtest, policy, settings, out, manifest, seeds, resume=resume, conventions=conventions)
-        click.echo(
-            f"\n{out}: {len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy "
-            f"{policy_name}, {seeds} seeds (pool drawn with seed {seed}); {out / SEEDS}\n"
+    manifest.model_cutoff = run.model_cutoff
+    warn_before_cutoff(run.model_cutoff, backtest.dates[0])
+    label = run_label(policy_name, settings.model, plan.anonymize)
+    out = run.out or Path("runs") / f"{label}-{plan.start_date}-{plan.num_days}d-seed{settings.seed}"
+    days = f"{len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy {policy_name}"
+    if run.seeds > 1:
+        spread = run_seeds(
+            backtest, policy, settings, out, manifest, run.seeds, resume=run.resume, conventions=conventions
         )
+        click.echo(f"\n{out}: {days}, {run.seeds} seeds (pool drawn with seed {settings.seed}); {out / SEEDS}\n")
         click.echo("\n".join(spread_lines(spread)))
         failed = spread["rows"][policy_name]["failed_days"]["values"]
-        refuse_nothing_played(sum(failed), seeds * len(backtest.dates), "days", out)
+        refuse_nothing_played(sum(failed), run.seeds * len(backtest.dates), "days", out)
         return
-    summary = run_backtest(backtest, policy, settings, out, manifest, resume=resume, conventions=conventions)
-    click.echo(f"\n{out}: {len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy {policy_name}")
+    summary = run_backtest(backtest, policy, settings, out, manifest, resume=run.resume, conventions=conventions)
+    click.echo(f"\n{out}: {days}")
     conv = summary["conventions"]
     click.echo(
         f"conventions: {conv['start']}; annualised over {conv['trading_days_per_year']} trading days a year "
-        f"({convention}: returns {'summed, as Qlib' if conv['mode'] == 'sum' else 'compounded'}); "
-        f"risk-free {risk_free:.2%}/yr; fills at the close with the Episode's fees and slippage\n"
+        f"({conventions.convention}: returns {'summed, as Qlib' if conv['mode'] == 'sum' else 'compounded'}); "
+        f"risk-free {conventions.risk_free:.2%}/yr; fills at the close with the Episode's fees and slippage\n"
     )
     click.echo("\n".join(table_lines(summary)))
     failures = summary["rows"][policy_name].get("failure_reasons") or {}

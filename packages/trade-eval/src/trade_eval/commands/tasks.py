@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from trade_core.errors import TradeError
-from trade_core.params import settings_from
 from trade_eval.commands.backtest import backtest_command, refuse_nothing_played, run_label
 
 SHARED = (
@@ -19,7 +19,7 @@ SHARED = (
     "request_timeout",
     "retries",
     "seed",
-    "pairs",
+    "options",
     "model_cutoff",
     "anonymize",
     "anonymize_noise",
@@ -86,7 +86,7 @@ def tasks_command(
     request_timeout: float,
     retries: int,
     seed: int,
-    pairs: tuple[str, ...],
+    options: dict[str, Any],
     model_cutoff: str | None,
     anonymize: bool,
     anonymize_noise: float | None,
@@ -127,7 +127,7 @@ def tasks_command(
         request_timeout=request_timeout,
         retries=retries,
         seed=seed,
-        options=settings_from(pairs, example="backoff=2"),
+        options=options,
     )
     policy.check(settings)
     chosen = [get_scheme(name) for name in dict.fromkeys(schemes)]
