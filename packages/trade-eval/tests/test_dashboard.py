@@ -462,7 +462,8 @@ def test_the_first_request_is_answered_before_the_runs_are_read(root: Path) -> N
         for path in pages[1:]:
             status, html = served.get(path, read=False)
             assert status == 200 and 'id="reading"' in html and "MiB" in html
-        assert "reading…" in served.get("/", read=False)[1]
+        listing = served.get("/", read=False)[1]
+        assert "reading…" in listing and "location.reload()" in listing
         busy.set()
         served.read()
         for path in pages:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
@@ -264,11 +264,7 @@ async def known_host(request: web.Request, handler: Handler) -> web.StreamRespon
     return await handler(request)
 
 
-async def read_runs(app: web.Application) -> AsyncIterator[None]:
-    """Start reading every run at startup, in the background, and stop the reader with the app."""
-    for run in discover(app[ROOT]).values():
-        app[STATES].get(run)
-    yield
+async def stop_reading(app: web.Application) -> None:
     app[STATES].reader.shutdown(wait=False, cancel_futures=True)
 
 
@@ -283,7 +279,7 @@ def make_app(
     app[ROOT] = Path(root).resolve()
     app[STATES] = States(app[ROOT], reader)
     app[PLAYS] = Plays(app[ROOT], data)
-    app.cleanup_ctx.append(read_runs)
+    app.on_cleanup.append(stop_reading)
     app.router.add_get("/", index)
     app.router.add_get("/run", run_page)
     app.router.add_get("/day", day_page)

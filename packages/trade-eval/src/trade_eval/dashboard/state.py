@@ -2,9 +2,10 @@
 the JSONL files' line indexes and parsed records grow with the files, so a page costs the bytes appended since
 the last one, and opening a day reads that day's trajectory line only.
 
-A run's first read (seconds for a run of 10,000 episodes) is done in the background, never by a request: the
-dashboard listens at once, and a run's pages say it is still being read until its first read is done; only then
-do requests refresh it (so one thread at a time touches a run's indexes).
+A run's first read (seconds for a run of 10,000 episodes) starts with the first request that lists or names it
+and is done in the background, never by a request (nor before the server listens): a run's pages say it is still
+being read until that read is done; only then do requests refresh it (so one thread at a time touches a run's
+indexes).
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def headline(state: RunState) -> dict[str, Any]:
         "problems": [p for p in (manifest.problem, summary.problem) if p],
     }
     if not state.ready:
-        row["count"] = "reading…"
+        row.update(count="reading…", reading=True)
         return row
     if state.run.kind == "training":
         metrics = [line.value for line in state.metrics() if line.value]
