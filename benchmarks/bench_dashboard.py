@@ -1,5 +1,6 @@
-"""`trade eval dashboard` over a tasks run of 10,000 episodes: time to the first page, to a run's page and to
-one episode's page, cold (a fresh `trade` process) and warm (the same process again), and after the run grew.
+"""`trade eval dashboard` over a tasks run of 10,000 episodes: time until it listens, until it answers the run's
+page (while the run is read in the background) and until that page has all its figures; then each page cold
+(its first request in the process) and warm (best of 3), and after the run grew; the load average beside each.
 
     python benchmarks/bench_dashboard.py [--data ../shared/data/cn-csi300] [--episodes 10000] [--write FILE]
 
@@ -12,6 +13,7 @@ reads lines). Each figure is the wall time of one HTTP request to the real serve
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -73,13 +75,17 @@ def build_run(dataset: Path, out: Path, episodes: int) -> tuple[int, int]:
     return (out / "trajectories.jsonl").stat().st_size, (out / EPISODES).stat().st_size
 
 
-def get(url: str) -> float:
-    """Seconds for one GET, body read."""
+def get(url: str) -> tuple[float, str]:
+    """Seconds for one GET, body read, and the body."""
     start = time.perf_counter()
     with urllib.request.urlopen(url, timeout=600) as response:
-        response.read()
+        body = response.read().decode("utf-8")
         assert response.status == 200
-    return time.perf_counter() - start
+    return time.perf_counter() - start, body
+
+
+def load() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
 
 
 def main() -> None:
@@ -109,34 +115,50 @@ def main() -> None:
         try:
             server.stdout.readline()  # type: ignore[union-attr]  (listening)
             listening = time.perf_counter() - started
+            start_rows = [["listening", f"{listening:.2f} s", load()]]
+            seconds, body = get(base + "/run?run=tasks-10k")
+            reading = 'id="reading"' in body
+            start_rows.append(
+                [
+                    f"first answer, the run page ({'still reading' if reading else 'full'})",
+                    f"{seconds * 1e3:,.0f} ms",
+                    load(),
+                ]
+            )
+            while 'id="reading"' in body:
+                time.sleep(0.05)
+                body = get(base + "/run?run=tasks-10k")[1]
+            start_rows.append(["the run page with all its figures", f"{time.perf_counter() - started:.2f} s", load()])
             middle = args.episodes // 2
             pages = [
                 ("run list `/`", "/"),
-                ("run page (first 200 of 10,000 rows)", "/run?run=tasks-10k"),
+                (f"run page (first 200 of {args.episodes:,} rows)", "/run?run=tasks-10k"),
                 (f"one episode `/day?n={middle}`", f"/day?run=tasks-10k&n={middle}"),
                 ("failed episodes filter", "/run?run=tasks-10k&show=failed"),
             ]
-            cold = [get(base + path) for _, path in pages]
-            first_page = time.perf_counter() - started
-            warm = [min(get(base + path) for _ in range(3)) for _, path in pages]
+            rows = []
+            for name, path in pages:
+                cold = get(base + path)[0]
+                warm = min(get(base + path)[0] for _ in range(3))
+                rows.append([name, f"{cold * 1e3:,.0f}", f"{warm * 1e3:,.0f}", load()])
             with open(run / "episodes.jsonl", "rb") as handle:
                 last = handle.read().splitlines()[-1]
             with open(run / "episodes.jsonl", "ab") as handle:
                 handle.write(last + b"\n")
-            grown = get(base + "/run?run=tasks-10k")
+            grown = get(base + "/run?run=tasks-10k")[0]
+            rows.append(["run page after one more line was appended", f"{grown * 1e3:,.0f}", "–", load()])
         finally:
             server.terminate()
             server.wait(30)
-    rows = [[name, f"{c * 1e3:,.0f}", f"{w * 1e3:,.0f}"] for (name, _), c, w in zip(pages, cold, warm, strict=True)]
-    rows.append(["run page after one more line was appended", f"{grown * 1e3:,.0f}", "–"])
     header = (
         f"## trade eval dashboard: a tasks run of {args.episodes:,} episodes\n\n"
         f"trajectories.jsonl {sizes[0] / 2**20:,.0f} MiB, episodes.jsonl {sizes[1] / 2**20:,.1f} MiB. "
-        f"`trade eval dashboard` listening {listening:.1f} s after start; the first page answered "
-        f"{listening + cold[0]:.1f} s after start; all four pages cold "
-        f"{first_page:.1f} s after start.\n{common.machine()}"
+        f"{common.machine()}\n\nFrom `trade eval dashboard` starting (a fresh process; the run is read in the "
+        "background):\n\n| what | after | load (1 min) |\n| --- | --- | --- |\n"
+        + "\n".join(f"| {' | '.join(r)} |" for r in start_rows)
+        + "\n\nEach page once the run is read: cold = its first request in the process, warm = best of 3."
     )
-    common.report(header, ["request", "cold ms (first in the process)", "warm ms (best of 3)"], rows, args.write)
+    common.report(header, ["request", "cold ms", "warm ms (best of 3)", "load (1 min)"], rows, args.write)
 
 
 if __name__ == "__main__":
