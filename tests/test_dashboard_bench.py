@@ -20,6 +20,9 @@ def test_the_dashboard_benchmark_prints_its_table(sample_data: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    table = [line for line in done.stdout.splitlines() if line.startswith("|")]
-    assert table[0].startswith("| request |") and len(table) == 7, done.stdout  # header, rule, five requests
+    rows = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    start = rows.index(next(row for row in rows if row.startswith("| what |")))
+    pages = rows.index(next(row for row in rows if row.startswith("| request |")))
+    assert pages - start == 5, done.stdout  # header, rule, listening, first answer, the full run page
+    assert len(rows) - pages == 7, done.stdout  # header, rule, five requests
     assert "a tasks run of 40 episodes" in done.stdout

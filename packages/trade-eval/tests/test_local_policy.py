@@ -77,6 +77,12 @@ def _requests(store: MarketStore, temperature: float, seeds: list[int], max_toke
     return requests
 
 
+def _written(message: dict) -> tuple[str | None, str | None]:
+    """What a reply wrote, its reasoning included: an untaught model's text opens no <tool_call>, so it all reads
+    as reasoning (as vLLM's qwen3 parser reads it)."""
+    return message["reasoning_content"], message["content"]
+
+
 def _texts(answers: list[dict]) -> list[dict]:
     return [{"message": a["choices"][0]["message"], "usage": a["usage"]} for a in answers]
 
@@ -178,7 +184,7 @@ def test_sampling_is_seeded_by_the_request(random_model: Path) -> None:
     model = LocalModel(random_model, HERMES, "cpu")
     request = {"messages": [{"role": "user", "content": "今天买什么？"}], "tools": [], "seed": 7, "max_tokens": 16}
     sampled = {**request, "temperature": 1.0, "top_p": 0.9}
-    texts = [model.complete(r)["choices"][0]["message"]["content"] for r in (sampled, sampled, {**sampled, "seed": 8})]
+    texts = [_written(model.complete(r)["choices"][0]["message"]) for r in (sampled, sampled, {**sampled, "seed": 8})]
     assert texts[0] == texts[1] != texts[2]
     greedy = [model.complete({**request, "temperature": 0, "seed": seed}) for seed in (7, 8)]
     assert greedy[0] == greedy[1] and greedy[0]["usage"]["completion_tokens"] == 16  # no stop: max_tokens
@@ -247,7 +253,7 @@ def test_each_sampled_row_draws_from_its_own_seed(random_model: Path, real_store
     model = LocalModel(random_model, HERMES, "cpu")
     [first, other] = _requests(real_store, 1.0, [7, 8], max_tokens=16)
     other = first | {"seed": other["seed"]}
-    texts = [row["message"]["content"] for row in _texts(model.answer([first, other, first]))]
+    texts = [_written(row["message"]) for row in _texts(model.answer([first, other, first]))]
     assert texts[0] == texts[2] != texts[1]
 
 
