@@ -19,12 +19,12 @@ def _section(title: str) -> str:
     return text[start : text.find("\n### ", start + 1)]
 
 
-def test_the_play_example_runs_as_written(real_dataset: Path, tmp_path: Path) -> None:
+def test_the_play_example_runs_as_written(sample_dataset: Path, tmp_path: Path) -> None:
     section = _section("Trade a day with the agent's tools")
     commands = [shlex.split(line) for line in section.splitlines() if line.startswith("trade ")]
     typed = [span for span in re.findall(r"`([^`\n]+)`", section) if span.split()[0] in PLAY_COMMANDS]
     assert [c[:3] for c in commands] == [["trade", "tools", "list"], ["trade", "tools", "play"]] and len(typed) == 3
-    (tmp_path / "Q").symlink_to(real_dataset)
+    (tmp_path / "Q").symlink_to(sample_dataset)
     assert run_trade(*commands[0][1:], cwd=tmp_path).code == 0
     run = run_trade(*commands[1][1:], cwd=tmp_path, input="\n".join(typed) + "\n")
     assert run.code == 0, run.err

@@ -162,9 +162,9 @@ def test_a_raising_tools_hook_leaves_the_builtin_tools(installed_plugins: Path) 
 
 @with_packages
 @pytest.mark.slow  # the real dataset is imported once per session
-def test_a_raising_tools_hook_leaves_episode_calls_working(installed_plugins: Path, real_dataset: Path) -> None:
+def test_a_raising_tools_hook_leaves_episode_calls_working(installed_plugins: Path, sample_dataset: Path) -> None:
     args = ("tools", "call", "TakeAction", "--args", '{"type": "stop", "reasoning": "不调仓"}')
-    run = _faulty(installed_plugins, "faulty-tools", *args, "--data", str(real_dataset), "--date", "2024-06-03")
+    run = _faulty(installed_plugins, "faulty-tools", *args, "--data", str(sample_dataset), "--date", "2024-06-03")
     assert run.code == 0 and run.out.startswith("已结束今日交易。")
     [line] = _errors(run)
     assert line.startswith("plugin 'faulty-tools' from trade-plugin-faulty 0.2.0 failed in trade_register_tools: ")

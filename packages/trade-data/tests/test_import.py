@@ -38,11 +38,11 @@ def _tree_digest(folder: Path) -> str:
 
 
 @pytest.mark.real_data
-def test_real_import_info(real_dataset: Path) -> None:
-    info = dataset_info(real_dataset)
+def test_real_import_info(sample_dataset: Path) -> None:
+    info = dataset_info(sample_dataset)
     assert (info.symbols, info.first_date, info.last_date, info.trading_days) == (540, "2018-01-02", "2025-12-31", 1942)
     assert info.indices == ["SH000001", "SH000300", "SH000905"]
-    assert not info.synthetic and read_meta(real_dataset).source == "import:daily.parquet"
+    assert not info.synthetic and read_meta(sample_dataset).source == "import:daily.parquet"
     [csi300] = info.universes
     assert csi300.name == "csi300" and 285 <= csi300.members_first_day <= 300 and csi300.members_last_day == 300
     text = info.to_text()
@@ -69,18 +69,18 @@ def test_cli_import_prints_info(sample_data: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.qlib
-def test_pyqlib_reads_back_the_source_rows(real_dataset: Path, real_table: pd.DataFrame) -> None:
+def test_pyqlib_reads_back_the_source_rows(sample_dataset: Path, sample_table: pd.DataFrame) -> None:
     qlib = pytest.importorskip("qlib")
     from qlib.data import D
 
-    qlib.init(provider_uri=str(real_dataset), region="cn", kernels=1)
+    qlib.init(provider_uri=str(sample_dataset), region="cn", kernels=1)
     rng = np.random.default_rng(7)
-    stocks = sorted(set(real_table["symbol"]) - {"SH000001", "SH000300", "SH000905"})
+    stocks = sorted(set(sample_table["symbol"]) - {"SH000001", "SH000300", "SH000905"})
     symbols = [*rng.choice(stocks, size=25, replace=False), "SH000300", "SZ000001", "SH600519"]
     fields = ["$open", "$high", "$low", "$close", "$volume", "$factor"]
     got = D.features(symbols, fields, start_time="2018-01-01", end_time="2025-12-31").reset_index()
     got = got.rename(columns={"instrument": "symbol", "datetime": "date"})
-    source = real_table[real_table["symbol"].isin(symbols)]
+    source = sample_table[sample_table["symbol"].isin(symbols)]
     merged = source.merge(got, on=["symbol", "date"], how="left")
     assert len(merged) == len(source) and merged["$close"].notna().all()
     for price in ("open", "high", "low", "close"):
@@ -192,10 +192,10 @@ def _feature_bytes(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.real_data
 @pytest.mark.slow  # three imports of the real table
-def test_newer_table_appends_to_existing_dataset(sample_data: Path, real_table: pd.DataFrame, tmp_path: Path) -> None:
+def test_newer_table_appends_to_existing_dataset(sample_data: Path, sample_table: pd.DataFrame, tmp_path: Path) -> None:
     calendar = pd.read_csv(sample_data / "calendar.txt", header=None)[0]
     cut = "2025-06-30"
-    old_rows = real_table[real_table["date"] <= cut]
+    old_rows = sample_table[sample_table["date"] <= cut]
     (tmp_path / "old_cal.txt").write_text("\n".join(calendar[calendar <= cut]) + "\n")
     old_rows.to_parquet(tmp_path / "old.parquet")
     out = import_table(
@@ -206,7 +206,7 @@ def test_newer_table_appends_to_existing_dataset(sample_data: Path, real_table: 
     )
     assert dataset_info(out).last_date == cut
     before = _feature_bytes(out)
-    newer = real_table[real_table["date"] > "2025-03-31"]  # overlaps the old range by a quarter, identically
+    newer = sample_table[sample_table["date"] > "2025-03-31"]  # overlaps the old range by a quarter, identically
     newer.to_parquet(tmp_path / "new.parquet")
     import_table(tmp_path / "new.parquet", out, calendar_file=sample_data / "calendar.txt")
     info = dataset_info(out)
@@ -220,7 +220,7 @@ def test_newer_table_appends_to_existing_dataset(sample_data: Path, real_table: 
     )
     assert after == _feature_bytes(direct)
     back = read_table_back(out, ["SH600519"])
-    source = real_table[real_table["symbol"] == "SH600519"].reset_index(drop=True)
+    source = sample_table[sample_table["symbol"] == "SH600519"].reset_index(drop=True)
     np.testing.assert_array_equal(np.round(back["close"], 2), source["close"])
 
 

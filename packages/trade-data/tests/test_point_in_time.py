@@ -47,20 +47,20 @@ def snapshot(view: PointInTimeView, rng: np.random.Generator) -> dict[str, objec
 
 
 @pytest.fixture(scope="module")
-def random_days(real_store: MarketStore) -> list[pd.Timestamp]:
+def random_days(sample_store: MarketStore) -> list[pd.Timestamp]:
     rng = np.random.default_rng(2024)
-    inner = real_store.calendar[25:-10]
-    return [real_store.calendar[3], *sorted(rng.choice(inner, size=4, replace=False))]
+    inner = sample_store.calendar[25:-10]
+    return [sample_store.calendar[3], *sorted(rng.choice(inner, size=4, replace=False))]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("k", range(5))
 def test_future_changes_leave_every_read_at_t0_unchanged(
-    k: int, random_days, real_store: MarketStore, real_table: pd.DataFrame, sample_data: Path, tmp_path: Path
+    k: int, random_days, sample_store: MarketStore, sample_table: pd.DataFrame, sample_data: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     t0 = pd.Timestamp(random_days[k])
     members = read_instruments_file(sample_data / "csi300.txt")
-    table, new_members = perturb_future(real_table, members, t0, seed=k)
+    table, new_members = perturb_future(sample_table, members, t0, seed=k)
     out = write_dataset(
         table,
         tmp_path / "perturbed",
@@ -69,25 +69,27 @@ def test_future_changes_leave_every_read_at_t0_unchanged(
         universes={"csi300": new_members},
     )
     perturbed = MarketStore.load(out)
-    assert not np.array_equal(perturbed.raw["close"], real_store.raw["close"], equal_nan=True)  # the future did change
-    original = snapshot(real_store.asof(t0), np.random.default_rng(k))
+    assert not np.array_equal(
+        perturbed.raw["close"], sample_store.raw["close"], equal_nan=True
+    )  # the future did change
+    original = snapshot(sample_store.asof(t0), np.random.default_rng(k))
     changed = snapshot(perturbed.asof(t0), np.random.default_rng(k))
     np.testing.assert_equal(changed, original)
     later = perturbed.shift(t0, 1)  # the check can fail: one day later the perturbation shows
     seen = perturbed.asof(later).cross_section(["SH000300"])["close"]
-    assert not np.array_equal(seen, real_store.asof(later).cross_section(["SH000300"])["close"])
+    assert not np.array_equal(seen, sample_store.asof(later).cross_section(["SH000300"])["close"])
 
 
 @pytest.mark.slow
 def test_deleting_the_future_leaves_every_read_unchanged(
-    real_store: MarketStore, real_table: pd.DataFrame, sample_data: Path, tmp_path: Path
+    sample_store: MarketStore, sample_table: pd.DataFrame, sample_data: Path, tmp_path: Path
 ) -> None:
     t0 = pd.Timestamp("2023-08-28")  # stamp duty change day, mid-sample
     calendar = read_calendar_file(sample_data / "calendar.txt")
     members = read_instruments_file(sample_data / "csi300.txt")
     members = members[members["start"] <= t0].assign(end=lambda m: m["end"].clip(upper=t0))
     out = write_dataset(
-        real_table[real_table["date"] <= t0],
+        sample_table[sample_table["date"] <= t0],
         tmp_path / "cut",
         meta=DatasetMeta(source="cut"),
         calendar=calendar[calendar <= t0],
@@ -95,5 +97,5 @@ def test_deleting_the_future_leaves_every_read_unchanged(
     )
     cut = MarketStore.load(out)
     np.testing.assert_equal(
-        snapshot(cut.asof(t0), np.random.default_rng(1)), snapshot(real_store.asof(t0), np.random.default_rng(1))
+        snapshot(cut.asof(t0), np.random.default_rng(1)), snapshot(sample_store.asof(t0), np.random.default_rng(1))
     )

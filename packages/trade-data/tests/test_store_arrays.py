@@ -70,25 +70,25 @@ def _assert_same(store: MarketStore) -> None:
     assert np.array_equal(store._arrays["traded_by_symbol"], expected["traded_by"].T)
 
 
-def test_views_find_the_traded_rows_up_to_t0(real_store: MarketStore) -> None:
+def test_views_find_the_traded_rows_up_to_t0(sample_store: MarketStore) -> None:
     rng = np.random.default_rng(4)
-    for t in rng.integers(0, len(real_store.calendar), 40):
-        view = real_store.asof(real_store.calendar[t])
+    for t in rng.integers(0, len(sample_store.calendar), 40):
+        view = sample_store.asof(sample_store.calendar[t])
         for symbol in rng.choice(view.symbols(), 10):
-            rows = np.flatnonzero(real_store.traded[: t + 1, real_store.column[symbol]])
+            rows = np.flatnonzero(sample_store.traded[: t + 1, sample_store.column[symbol]])
             for n in (1, 20, 5000):
-                assert np.array_equal(view.window(symbol, n).dates, real_store.dates[rows[-n:]])
+                assert np.array_equal(view.window(symbol, n).dates, sample_store.dates[rows[-n:]])
             assert view.last_traded_index(symbol) == (int(rows[-1]) if rows.size else None)
 
 
-def test_views_of_days_with_the_same_listings_share_one_symbol_table(real_store: MarketStore) -> None:
-    last, before = real_store.asof(real_store.calendar[-1]), real_store.asof(real_store.calendar[-2])
+def test_views_of_days_with_the_same_listings_share_one_symbol_table(sample_store: MarketStore) -> None:
+    last, before = sample_store.asof(sample_store.calendar[-1]), sample_store.asof(sample_store.calendar[-2])
     assert last._past.column is before._past.column
 
 
-def test_real_store_arrays_equal_the_in_memory_computation(real_store: MarketStore) -> None:
-    _assert_same(real_store)
-    mapped = real_store.adjusted["close"]
+def test_real_store_arrays_equal_the_in_memory_computation(sample_store: MarketStore) -> None:
+    _assert_same(sample_store)
+    mapped = sample_store.adjusted["close"]
     assert isinstance(mapped.base, np.memmap) and not mapped.flags.writeable
 
 

@@ -19,26 +19,28 @@ def _adjusted_close(table: pd.DataFrame, symbol: str, until: str) -> pd.Series:
 
 @pytest.mark.parametrize("day", ["2019-05-06", "2024-06-14", "2025-09-11"])
 def test_summary_matches_hand_calculation(
-    real_store: MarketStore, real_table: pd.DataFrame, sample_data, day: str
+    sample_store: MarketStore, sample_table: pd.DataFrame, sample_data, day: str
 ) -> None:  # type: ignore[no-untyped-def]
-    summary = market_summary(real_store.asof(day))
-    close = _adjusted_close(real_table, "SH000001", day)
+    summary = market_summary(sample_store.asof(day))
+    close = _adjusted_close(sample_table, "SH000001", day)
     assert summary.return_5d == pytest.approx(close.iloc[-1] / close.iloc[-6] - 1, rel=1e-5)
     assert summary.return_20d == pytest.approx(close.iloc[-1] / close.iloc[-21] - 1, rel=1e-5)
     vol = close.pct_change().rolling(20).std()
     assert summary.volatility_20d == pytest.approx(vol.iloc[-1], rel=1e-4)
     past_year = vol.iloc[-252:]
     assert summary.volatility_percentile == pytest.approx((past_year <= vol.iloc[-1]).mean(), abs=1 / 252)
-    big, small = _adjusted_close(real_table, "SH000300", day), _adjusted_close(real_table, "SH000905", day)
+    big, small = _adjusted_close(sample_table, "SH000300", day), _adjusted_close(sample_table, "SH000905", day)
     spread = (big.iloc[-1] / big.iloc[-21] - 1) - (small.iloc[-1] / small.iloc[-21] - 1)
     assert summary.style_spread_20d == pytest.approx(spread, rel=1e-4)
-    index_rows = real_table[(real_table["symbol"] == "SH000001") & (real_table["date"] <= day)]
+    index_rows = sample_table[(sample_table["symbol"] == "SH000001") & (sample_table["date"] <= day)]
     volume = index_rows["volume"].to_numpy()
     assert summary.volume_ratio_5_20 == pytest.approx(volume[-5:].mean() / volume[-20:].mean(), rel=1e-5)
 
     intervals = pd.read_csv(sample_data / "csi300.txt", sep="\t", names=["symbol", "start", "end"])
     members = set(intervals[(intervals["start"] <= day) & (intervals["end"] >= day)]["symbol"])
-    rows = real_table[real_table["symbol"].isin(members) & (real_table["volume"] > 0) & (real_table["date"] <= day)]
+    rows = sample_table[
+        sample_table["symbol"].isin(members) & (sample_table["volume"] > 0) & (sample_table["date"] <= day)
+    ]
     rows = rows.assign(adj=rows["close"] * rows["factor"]).sort_values(["symbol", "date"])
     rows["prev"] = rows.groupby("symbol")["adj"].shift()
     today = rows[(rows["date"] == day) & rows["prev"].notna()]
@@ -46,8 +48,8 @@ def test_summary_matches_hand_calculation(
 
 
 @pytest.mark.real_data
-def test_summary_text_is_compact_chinese_and_marks_synthetic(real_store: MarketStore) -> None:
-    summary = market_summary(real_store.asof("2024-06-14"))
+def test_summary_text_is_compact_chinese_and_marks_synthetic(sample_store: MarketStore) -> None:
+    summary = market_summary(sample_store.asof("2024-06-14"))
     text = summary.to_text()
     assert text.splitlines()[0] == "市场状态（截至2024-06-14收盘，上证指数）："
     assert len(text.splitlines()) == 6 and len(text) < 400
@@ -55,8 +57,8 @@ def test_summary_text_is_compact_chinese_and_marks_synthetic(real_store: MarketS
     assert "【合成数据】" in summary.model_copy(update={"synthetic": True}).to_text()
 
 
-def test_summary_on_the_first_day_says_history_is_short(real_store: MarketStore) -> None:
-    summary = market_summary(real_store.asof("2018-01-02"))
+def test_summary_on_the_first_day_says_history_is_short(sample_store: MarketStore) -> None:
+    summary = market_summary(sample_store.asof("2018-01-02"))
     assert math.isnan(summary.return_5d) and math.isnan(summary.volatility_20d)
     assert "历史不足20日" in summary.to_text()
     assert np.isnan(summary.breadth)
@@ -88,7 +90,7 @@ def _days(store: MarketStore, count: int) -> list[pd.Timestamp]:
     return [*store.calendar[:25], *rng.choice(store.calendar[25:], size=count, replace=False)]
 
 
-@pytest.mark.parametrize("market", ["synth_store", "real_store"])
+@pytest.mark.parametrize("market", ["synth_store", "sample_store"])
 def test_the_summary_reads_the_precomputed_rows_and_says_what_the_bars_say(market: str, request) -> None:  # type: ignore[no-untyped-def]
     """Byte for byte the text computed from the view's bars, on every kind of day, for each index and universe;
     a stock named as the index has no table and is computed from its bars."""

@@ -35,7 +35,7 @@ class PromptedPolicies:
 
 
 @pytest.fixture(scope="session")
-def backtest_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def backtest_run(sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A momentum backtest of 6 days from 2025-06-20 (trajectories with ground truth, no reward: 2 lose)."""
     out = tmp_path_factory.mktemp("backtest") / "run"
     done = run_trade(
@@ -48,7 +48,7 @@ def backtest_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -
         "--num-days",
         "6",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--out",
         str(out),
     )
@@ -57,10 +57,10 @@ def backtest_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 @pytest.fixture(scope="session")
-def tasks_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tasks_run(sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """equal-weight over two tasks a day for the first days of July 2025 (scored: reward and ground truth)."""
     tasks = tmp_path_factory.mktemp("tasks") / "tasks"
-    build_tasks(real_dataset, tasks, split="test=2025-07-01:2025-07-08", pool_size="8", per_day=2, seed=3)
+    build_tasks(sample_dataset, tasks, split="test=2025-07-01:2025-07-08", pool_size="8", per_day=2, seed=3)
     out = tmp_path_factory.mktemp("tasks-run") / "run"
     done = run_trade(
         "eval",
@@ -70,7 +70,7 @@ def tasks_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> P
         "--policy",
         "equal-weight",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--out",
         str(out),
     )
@@ -79,7 +79,7 @@ def tasks_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 @pytest.fixture(scope="session")
-def prompted_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def prompted_run(sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The momentum backtest of :func:`backtest_run` with each day's prompt: 6 days with tool calls, 2 losing."""
     out = tmp_path_factory.mktemp("prompted") / "run"
     args = [
@@ -92,7 +92,7 @@ def prompted_run(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -
         "--num-days",
         "6",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--out",
         str(out),
     ]

@@ -112,7 +112,7 @@ def test_a_flag_swift_does_not_have_fails_the_dry_run(tiny: Path, exported: Path
 
 
 def test_backtest_filter_export_train_merge_serve_backtest(
-    tiny: Path, exported: Path, real_dataset: Path, tmp_path: Path
+    tiny: Path, exported: Path, sample_dataset: Path, tmp_path: Path
 ) -> None:
     from safetensors.torch import load_file
 
@@ -174,7 +174,7 @@ def test_backtest_filter_export_train_merge_serve_backtest(
         "--max-tokens",
         "24",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--out",
         str(out),
     )

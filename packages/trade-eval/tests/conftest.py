@@ -32,11 +32,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def backtest(real_store: MarketStore):  # type: ignore[no-untyped-def]
+def backtest(sample_store: MarketStore):  # type: ignore[no-untyped-def]
     """``backtest(num_days, start=TUTORIAL, **kwargs)``: a :class:`Backtest` on the real data (pool of 20, seed 0)."""
 
     def make(num_days: int = 60, start: dt.date = TUTORIAL, **kwargs: object) -> Backtest:
-        return Backtest(real_store, start, num_days, **kwargs)  # type: ignore[arg-type]
+        return Backtest(sample_store, start, num_days, **kwargs)  # type: ignore[arg-type]
 
     return make
 

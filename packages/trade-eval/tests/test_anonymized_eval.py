@@ -63,8 +63,8 @@ def _trajectories(out: Path) -> list[Trajectory]:
     return [Trajectory.model_validate_json(line) for line in (out / TRAJECTORIES).read_text().splitlines()]
 
 
-def test_a_tasks_run_sends_no_real_code_or_date_and_trades_the_real_stock(real_dataset: Path, tmp_path: Path) -> None:
-    build_tasks(real_dataset, tmp_path / "tasks", split="test=2025-07-01:2025-07-08", pool_size="6", seed=1)
+def test_a_tasks_run_sends_no_real_code_or_date_and_trades_the_real_stock(sample_dataset: Path, tmp_path: Path) -> None:
+    build_tasks(sample_dataset, tmp_path / "tasks", split="test=2025-07-01:2025-07-08", pool_size="6", seed=1)
     out = tmp_path / "anon"
     with FaultServer(_alias_trader) as server:
         done = run_trade(
@@ -95,7 +95,7 @@ def test_a_tasks_run_sends_no_real_code_or_date_and_trades_the_real_stock(real_d
 
 
 def test_a_backtest_sends_no_real_code_or_date_and_its_report_shows_real_names(
-    real_dataset: Path, tmp_path: Path
+    sample_dataset: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "anon"
     with FaultServer(_alias_trader) as server:
@@ -113,7 +113,7 @@ def test_a_backtest_sends_no_real_code_or_date_and_its_report_shows_real_names(
             "--pool-size",
             "5",
             "--data",
-            str(real_dataset),
+            str(sample_dataset),
             "--anonymize",
             "--out",
             str(out),
@@ -131,7 +131,7 @@ def test_a_backtest_sends_no_real_code_or_date_and_its_report_shows_real_names(
 @pytest.mark.real_data
 @pytest.mark.parametrize("policy", ["momentum", "equal-weight"])
 def test_an_anonymized_baseline_trades_exactly_as_the_plain_one(
-    policy: str, real_dataset: Path, tmp_path: Path
+    policy: str, sample_dataset: Path, tmp_path: Path
 ) -> None:
     """Baselines name stocks by what the episode shows, so hiding the names changes none of their orders."""
     navs = {}
@@ -146,7 +146,7 @@ def test_an_anonymized_baseline_trades_exactly_as_the_plain_one(
             "--num-days",
             "5",
             "--data",
-            str(real_dataset),
+            str(sample_dataset),
             *flags,
             "--out",
             str(tmp_path / name),

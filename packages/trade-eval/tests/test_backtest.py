@@ -56,7 +56,9 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_every_planned_day_is_recorded_when_the_policy_fails(backtest, real_store: MarketStore, tmp_path: Path) -> None:
+def test_every_planned_day_is_recorded_when_the_policy_fails(
+    backtest, sample_store: MarketStore, tmp_path: Path
+) -> None:
     plan = backtest(16)
     summary = run(plan, Flaky(), tmp_path)
     days = [DayRecord.model_validate(d) for d in lines(tmp_path / DAYS)]
@@ -68,7 +70,7 @@ def test_every_planned_day_is_recorded_when_the_policy_fails(backtest, real_stor
     for before, day, trajectory in zip([None, *days], days, trajectories, strict=False):
         trouble = day.date.toordinal() % 4
         morning = before.holdings if before else {}
-        view = real_store.asof(day.date)
+        view = sample_store.asof(day.date)
         held_value = sum(n * view.last_close(s) for s, n in morning.items())
         if trouble in (0, 2):  # the policy could not play: the morning's portfolio is held
             assert (day.status, day.episode_status) == ("failed", "failed")
@@ -160,7 +162,7 @@ def test_resume_refuses_other_settings_and_a_second_start_refuses_the_folder(bac
         run(backtest(3), Hold(), tmp_path / "new", resume=True)
 
 
-def test_dividends_are_settled_in_cash_at_the_ex_date_close(backtest, real_store: MarketStore) -> None:
+def test_dividends_are_settled_in_cash_at_the_ex_date_close(backtest, sample_store: MarketStore) -> None:
     records = backtest(60).simulate(Hold(), RunSettings())
     paid = [r for r in records if r.dividends]
     assert paid and all(r.holdings == records[0].holdings for r in records)
@@ -171,7 +173,7 @@ def test_dividends_are_settled_in_cash_at_the_ex_date_close(backtest, real_store
         )
 
 
-def test_the_cost_basis_moves_to_the_ex_dates_price_basis(backtest, real_store: MarketStore) -> None:
+def test_the_cost_basis_moves_to_the_ex_dates_price_basis(backtest, sample_store: MarketStore) -> None:
     """A cost carried raw over an ex-date sits above the day's prices by the dividend (paid in cash already): the
     prompt read it as a loss beside get_price_data's forward-adjusted closes. Divided by the factor's ratio, it is
     on the day's basis; other days keep it."""
@@ -179,18 +181,18 @@ def test_the_cost_basis_moves_to_the_ex_dates_price_basis(backtest, real_store: 
     paid = 0
     for before, record in itertools.pairwise(records):
         for symbol, cost in before.cost.items():
-            ratio = real_store.asof(record.date).factor(symbol) / real_store.asof(before.date).factor(symbol)
+            ratio = sample_store.asof(record.date).factor(symbol) / sample_store.asof(before.date).factor(symbol)
             paid += ratio > 1
             assert record.cost[symbol] == pytest.approx(cost / max(ratio, 1.0), rel=1e-12), (record.date, symbol)
     assert paid  # the window has ex-dates of held stocks
 
 
-def test_the_pool_keeps_members_that_trade_and_held_stocks_stay_tradable(real_store: MarketStore) -> None:
-    traded, start = real_store.traded, real_store.day_index("2024-01-02")
-    stocks = np.array([not s.startswith("SH000") for s in real_store.symbols])
+def test_the_pool_keeps_members_that_trade_and_held_stocks_stay_tradable(sample_store: MarketStore) -> None:
+    traded, start = sample_store.traded, sample_store.day_index("2024-01-02")
+    stocks = np.array([not s.startswith("SH000") for s in sample_store.symbols])
     t, j = np.argwhere(traded[start - 1 : -1] & ~traded[start:] & stocks)[0]  # a stock suspended after a trading day
-    symbol, day = real_store.symbols[j], real_store.calendar[start + t].date()
-    plan = Backtest(real_store, real_store.shift(day, -1), 2, pool=[symbol, "SH600519"])
+    symbol, day = sample_store.symbols[j], sample_store.calendar[start + t].date()
+    plan = Backtest(sample_store, sample_store.shift(day, -1), 2, pool=[symbol, "SH600519"])
     assert plan.day_pool(0) == sorted({symbol, "SH600519"}) and plan.day_pool(1) == ["SH600519"]
     assert np.isfinite(plan.simulate(EqualWeight(), RunSettings())[-1].nav)
 
@@ -201,13 +203,13 @@ def test_a_start_on_a_holiday_plays_from_the_next_trading_day(backtest) -> None:
 
 
 @pytest.mark.real_data
-def test_a_falling_adjustment_factor_settles_nothing(real_store: MarketStore) -> None:
+def test_a_falling_adjustment_factor_settles_nothing(sample_store: MarketStore) -> None:
     """SH600372's factor falls 0.4% on 2020-11-19 (a data correction, not a corporate action): a fully invested
     portfolio must not be charged for it, let alone go below zero cash."""
     day = dt.date(2020, 11, 19)
-    assert real_store.asof(day).factor("SH600372") < real_store.asof(real_store.shift(day, -1)).factor("SH600372")
+    assert sample_store.asof(day).factor("SH600372") < sample_store.asof(sample_store.shift(day, -1)).factor("SH600372")
     plan = Backtest(
-        real_store, real_store.shift(day, -1), 2, pool=["SH600372"], rules=ExecutionRules(max_position_weight=None)
+        sample_store, sample_store.shift(day, -1), 2, pool=["SH600372"], rules=ExecutionRules(max_position_weight=None)
     )
     first, second = plan.simulate(EqualWeight(), RunSettings())
     assert first.cash < 0.004 * first.nav  # fully invested

@@ -22,7 +22,9 @@ PLAN = {
 }
 
 
-def test_a_backtest_through_every_fault_finishes_and_accounts_for_every_day(real_dataset: Path, tmp_path: Path) -> None:
+def test_a_backtest_through_every_fault_finishes_and_accounts_for_every_day(
+    sample_dataset: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
     with FaultServer(by_day(PLAN)) as server:
         run = run_trade(
@@ -33,7 +35,7 @@ def test_a_backtest_through_every_fault_finishes_and_accounts_for_every_day(real
             "--model",
             "trader",
             "--data",
-            str(real_dataset),
+            str(sample_dataset),
             "--start-date",
             "2025-06-20",
             "--num-days",
@@ -87,11 +89,13 @@ SHAPES = {
 }
 
 
-def test_tool_calls_in_a_broken_shape_are_broken_calls_and_the_day_goes_on(real_dataset: Path, tmp_path: Path) -> None:
+def test_tool_calls_in_a_broken_shape_are_broken_calls_and_the_day_goes_on(
+    sample_dataset: Path, tmp_path: Path
+) -> None:
     """They raised in the llm policy, and the whole day was recorded as "policy llm raised ..."."""
     out = tmp_path / "run"
     with FaultServer(by_day(SHAPES)) as server:
-        args = ["--base-url", server.url, "--model", "trader", "--data", str(real_dataset), "--out", str(out)]
+        args = ["--base-url", server.url, "--model", "trader", "--data", str(sample_dataset), "--out", str(out)]
         run = run_trade("eval", "backtest", *args, "--start-date", "2025-06-20", "--num-days", "2", "--pool-size", "5")
     assert run.code == 0, run.err
     days = [json.loads(line) for line in (out / "days.jsonl").read_text().splitlines()]
@@ -116,11 +120,11 @@ def closed_port() -> int:
 
 @pytest.mark.parametrize("not_a_url", [True, False], ids=["not a URL", "nothing listening"])
 def test_a_server_that_does_not_answer_is_refused_before_the_first_day(
-    not_a_url: bool, real_dataset: Path, tmp_path: Path
+    not_a_url: bool, sample_dataset: Path, tmp_path: Path
 ) -> None:
     """Every day was retried, recorded failed, and the run exited 0."""
     url = "not-a-url" if not_a_url else f"http://127.0.0.1:{closed_port()}/v1"
-    args = ["--base-url", url, "--model", "trader", "--data", str(real_dataset), "--start-date", "2025-06-20"]
+    args = ["--base-url", url, "--model", "trader", "--data", str(sample_dataset), "--start-date", "2025-06-20"]
     run = run_trade("eval", "backtest", *args, "--num-days", "3", "--retries", "0", cwd=tmp_path)
     assert run.code == 2 and len(run.err.strip().splitlines()) == 1, run.err
     problem = "--base-url 'not-a-url' is not an http(s) URL" if not_a_url else f"no server answers at {url} ("
@@ -128,10 +132,10 @@ def test_a_server_that_does_not_answer_is_refused_before_the_first_day(
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_run_in_which_every_day_failed_exits_non_zero(real_dataset: Path, tmp_path: Path) -> None:
+def test_a_run_in_which_every_day_failed_exits_non_zero(sample_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     with FaultServer(default=Fail(503)) as server:
-        args = ["--base-url", server.url, "--model", "trader", "--data", str(real_dataset), "--out", str(out)]
+        args = ["--base-url", server.url, "--model", "trader", "--data", str(sample_dataset), "--out", str(out)]
         run = run_trade("eval", "backtest", *args, "--start-date", "2025-06-20", "--num-days", "2", "--retries", "0")
     assert run.code == 2 and run.err.strip().splitlines()[-1].startswith(f"error: all 2 days of {out} failed")
     assert "failed 2 day(s): turn 1: HTTP 503 (internal server error) after 1 attempts" in run.out

@@ -44,8 +44,8 @@ def test_each_days_return_is_the_nav_change_at_the_next_close(backtest: Callable
 
 
 def test_the_last_days_of_the_data_have_no_ground_truth(
-    backtest: Callable[..., Backtest], real_store: MarketStore
+    backtest: Callable[..., Backtest], sample_store: MarketStore
 ) -> None:
-    start = real_store.calendar[-HORIZON - 2].date()
+    start = sample_store.calendar[-HORIZON - 2].date()
     days = played(backtest(HORIZON + 2, start=start))
     assert [trajectory.ground_truth is not None for _, trajectory in days] == [True, True] + [False] * HORIZON

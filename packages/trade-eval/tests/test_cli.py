@@ -59,7 +59,7 @@ def test_trade_plugins_lists_the_policies_with_their_packages(policy_site: Path)
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_to_the_nav_series_of_an_uninterrupted_one(
-    policy_site: Path, real_dataset: Path, tmp_path: Path
+    policy_site: Path, sample_dataset: Path, tmp_path: Path
 ) -> None:
     """A user's policy (its own package, loaded by name) is SIGKILLed on a seeded random day, then resumed."""
     args = [
@@ -75,7 +75,7 @@ def test_a_killed_run_resumes_to_the_nav_series_of_an_uninterrupted_one(
         "--seed",
         "7",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
     ]
     whole = run_trade(*args, "--out", str(tmp_path / "whole"), env=_site(policy_site), cwd=tmp_path)
     assert whole.code == 0, whole.err
@@ -97,11 +97,11 @@ def test_a_killed_run_resumes_to_the_nav_series_of_an_uninterrupted_one(
 
 
 def test_a_second_writer_of_a_run_folder_is_refused_and_a_dead_writers_lock_is_taken_over(
-    real_dataset: Path, tmp_path: Path, lock_holder
+    sample_dataset: Path, tmp_path: Path, lock_holder
 ) -> None:
     """Two writers of one --out (a --resume while the run still goes) appended their lines among each other's."""
     out = tmp_path / "run"
-    args = ["eval", "backtest", "--policy", "hold", *WINDOW, "--num-days", "2", "--data", str(real_dataset)]
+    args = ["eval", "backtest", "--policy", "hold", *WINDOW, "--num-days", "2", "--data", str(sample_dataset)]
     args += ["--pool-size", "5", "--out", str(out)]
     with lock_holder(out) as holder:
         refused = run_trade(*args)
@@ -133,15 +133,15 @@ def test_a_second_writer_of_a_run_folder_is_refused_and_a_dead_writers_lock_is_t
         ),
     ],
 )
-def test_bad_input_is_one_line(args: list[str], message: str, real_dataset: Path, tmp_path: Path) -> None:
+def test_bad_input_is_one_line(args: list[str], message: str, sample_dataset: Path, tmp_path: Path) -> None:
     args = ["--start-date", "2025-06-20", *args] if "--start-date" not in args else args
     (tmp_path / "pool.txt").write_text("SH000300, SH600519\n")
-    run = run_trade("eval", "backtest", "--data", str(real_dataset), *args, cwd=tmp_path)
+    run = run_trade("eval", "backtest", "--data", str(sample_dataset), *args, cwd=tmp_path)
     assert run.code == 2 and run.err.startswith(message) and len(run.err.strip().splitlines()) == 1, run.err
     assert not (tmp_path / "runs").exists()
 
 
-def test_the_table_prints_the_conventions_beside_the_metrics(real_dataset: Path, tmp_path: Path) -> None:
+def test_the_table_prints_the_conventions_beside_the_metrics(sample_dataset: Path, tmp_path: Path) -> None:
     run = run_trade(
         "eval",
         "backtest",
@@ -151,7 +151,7 @@ def test_the_table_prints_the_conventions_beside_the_metrics(real_dataset: Path,
         "--num-days",
         "5",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--convention",
         "qlib",
         "--risk-free",

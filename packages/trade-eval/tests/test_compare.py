@@ -13,7 +13,7 @@ from trade_tools.runfolder import DAYS, SUMMARY
 
 
 @pytest.fixture(scope="module")
-def runs(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def runs(sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """momentum and hold over 20 days from 2025-06-20 on the real data, as `trade eval backtest` writes them."""
     folder = tmp_path_factory.mktemp("runs")
     for policy in ("momentum", "hold"):
@@ -27,7 +27,7 @@ def runs(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--num-days",
             "20",
             "--data",
-            str(real_dataset),
+            str(sample_dataset),
             "--out",
             str(folder / policy),
         )

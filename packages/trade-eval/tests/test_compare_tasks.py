@@ -18,13 +18,15 @@ from trade_tools.runfolder import EPISODES
 
 
 @pytest.fixture(scope="module")
-def runs(real_dataset: Path, real_store: MarketStore, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def runs(sample_dataset: Path, sample_store: MarketStore, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """momentum (all 6 tasks) and random (the first 4, two samples each) on tasks built by `trade data tasks`."""
     root = tmp_path_factory.mktemp("tasks-runs")
-    build_tasks(real_dataset, root / "tasks", split="test=2025-07-01:2025-07-07", pool_size="8", per_day=2, seed=3)
+    build_tasks(sample_dataset, root / "tasks", split="test=2025-07-01:2025-07-07", pool_size="8", per_day=2, seed=3)
     records, split, _ = load_tasks(root / "tasks", "test")
     for name, samples, limit in (("momentum", 2, None), ("random", 2, 4)):
-        evaluation = TasksEval(real_store, records[:limit], [get_scheme("bucketed"), get_scheme("continuous")], samples)
+        evaluation = TasksEval(
+            sample_store, records[:limit], [get_scheme("bucketed"), get_scheme("continuous")], samples
+        )
         manifest = new_manifest(
             evaluation,
             name,
@@ -33,7 +35,7 @@ def runs(real_dataset: Path, real_store: MarketStore, tmp_path_factory: pytest.T
             tasks=root / "tasks",
             split=split,
             servers=(),
-            data=real_store.path,
+            data=sample_store.path,
         )
         run_tasks(evaluation, POLICIES.get(name), RunSettings(), root / name, manifest, progress=False)
     return root
@@ -80,7 +82,7 @@ def test_identical_runs_differ_by_nothing_and_a_clear_edge_beats(runs: Path, tmp
     assert out["verdicts"][1].startswith("no difference distinguishable from noise on mean reward (continuous)")
 
 
-def test_a_backtest_and_a_tasks_run_are_one_line_error(runs: Path, real_dataset: Path, tmp_path: Path) -> None:
+def test_a_backtest_and_a_tasks_run_are_one_line_error(runs: Path, sample_dataset: Path, tmp_path: Path) -> None:
     done = run_trade(
         "eval",
         "backtest",
@@ -91,7 +93,7 @@ def test_a_backtest_and_a_tasks_run_are_one_line_error(runs: Path, real_dataset:
         "--num-days",
         "3",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--out",
         str(tmp_path / "bt"),
     )

@@ -118,14 +118,14 @@ def training_run(tasks_run_dir: Path, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def root(real_store: MarketStore, real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def root(sample_store: MarketStore, sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``runs/`` with a scripted backtest, hold on the same days, a scripted tasks run and a training run."""
     runs = tmp_path_factory.mktemp("dash") / "runs"
-    backtest_run(real_store, runs / "scripted", Scripted())
-    backtest_run(real_store, runs / "hold", Hold())
+    backtest_run(sample_store, runs / "scripted", Scripted())
+    backtest_run(sample_store, runs / "hold", Hold())
     tasks = tmp_path_factory.mktemp("tasks") / "tasks"
-    build_tasks(real_dataset, tasks, split="test=2025-07-01:2025-07-08", pool_size="8", per_day=2, seed=3)
-    tasks_run(real_store, tasks, runs / "tasks-scripted")
+    build_tasks(sample_dataset, tasks, split="test=2025-07-01:2025-07-08", pool_size="8", per_day=2, seed=3)
+    tasks_run(sample_store, tasks, runs / "tasks-scripted")
     training_run(runs / "tasks-scripted", runs / "train" / "grpo")
     return runs
 
@@ -191,8 +191,8 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def server(root: Path, real_dataset: Path) -> Iterator[Served]:
-    served = Served(root, real_dataset)
+def server(root: Path, sample_dataset: Path) -> Iterator[Served]:
+    served = Served(root, sample_dataset)
     yield served
     served.close()
 
@@ -295,12 +295,12 @@ class Idle(Policy):
         return DayUsage(requests=1)
 
 
-def test_states_and_rates_read_as_what_they_are(root: Path, real_store: MarketStore, tmp_path: Path) -> None:
+def test_states_and_rates_read_as_what_they_are(root: Path, sample_store: MarketStore, tmp_path: Path) -> None:
     """A day played and left open read "done · failed", a share of stopped episodes "stop rate +100.00%", and a
     run's "failed" counted its unstopped days as failed ones."""
     runs = tmp_path / "runs"
     shutil.copytree(root / "tasks-scripted", runs / "tasks-scripted")
-    backtest_run(real_store, runs / "idle", Idle(), days=3)
+    backtest_run(sample_store, runs / "idle", Idle(), days=3)
     served = Served(runs)
     try:
         _, listing = served.get("/")

@@ -66,7 +66,7 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def test_a_five_day_backtest_against_the_served_tiny_model(
-    server: str, tiny_model: Path, real_dataset: Path, tmp_path: Path
+    server: str, tiny_model: Path, sample_dataset: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "run"
     run = run_trade(
@@ -77,7 +77,7 @@ def test_a_five_day_backtest_against_the_served_tiny_model(
         "--model",
         str(tiny_model),
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--start-date",
         "2025-06-20",
         "--num-days",

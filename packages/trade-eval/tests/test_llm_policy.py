@@ -32,9 +32,9 @@ def play(
     return day, usage, server
 
 
-def test_a_day_is_played_with_the_episode_tools_and_the_run_sampling(real_store: MarketStore) -> None:
+def test_a_day_is_played_with_the_episode_tools_and_the_run_sampling(sample_store: MarketStore) -> None:
     with structlog.testing.capture_logs() as logs:
-        day, usage, server = play(real_store, [LOOP], temperature=0.7, top_p=0.9, max_tokens=512)
+        day, usage, server = play(sample_store, [LOOP], temperature=0.7, top_p=0.9, max_tokens=512)
     assert (day.episode.status, day.episode.status_reason, day.episode.turns) == ("stopped", "TakeAction(stop)", 2)
     first, second = server.requests
     assert first["tools"] == day.episode.tool_schemas() and first["tool_choice"] == "auto"
@@ -59,30 +59,30 @@ def test_a_day_is_played_with_the_episode_tools_and_the_run_sampling(real_store:
     [[Fail(500), Fail(503)], [Drop(), Drop()], [Fail(429), Drop()]],
     ids=["5xx", "dropped mid-answer", "rate-limited"],
 )
-def test_server_failures_are_retried_then_the_day_goes_on(real_store: MarketStore, faults: list[Behaviour]) -> None:
+def test_server_failures_are_retried_then_the_day_goes_on(sample_store: MarketStore, faults: list[Behaviour]) -> None:
     with structlog.testing.capture_logs() as logs:
-        day, usage, server = play(real_store, faults)
+        day, usage, server = play(sample_store, faults)
     assert day.episode.status == "stopped" and (usage.requests, usage.retries) == (3, 2)
     assert len(server.requests) == 3 and [e["event"] for e in logs].count("llm.request_failed") == 2
 
 
-def test_a_server_that_keeps_failing_makes_the_policy_unavailable(real_store: MarketStore) -> None:
+def test_a_server_that_keeps_failing_makes_the_policy_unavailable(sample_store: MarketStore) -> None:
     with pytest.raises(PolicyUnavailable) as raised:
-        play(real_store, [], Fail(502, "upstream\nbroken"), retries=2)
+        play(sample_store, [], Fail(502, "upstream\nbroken"), retries=2)
     assert str(raised.value) == "turn 1: HTTP 502 (upstream broken) after 3 attempts"
     assert (raised.value.usage.requests, raised.value.usage.retries) == (3, 2)  # the failed day's cost is kept
 
 
-def test_answers_slower_than_the_timeout_are_retried_then_unavailable(real_store: MarketStore) -> None:
+def test_answers_slower_than_the_timeout_are_retried_then_unavailable(sample_store: MarketStore) -> None:
     slow = Reply(calls=STOP.calls, delay=5)
-    day, usage, _ = play(real_store, [slow], request_timeout=0.2)
+    day, usage, _ = play(sample_store, [slow], request_timeout=0.2)
     assert day.episode.status == "stopped" and (usage.requests, usage.retries) == (2, 1)
     with pytest.raises(PolicyUnavailable, match=r"^turn 1: no answer within 0.2 s after 2 attempts$"):
-        play(real_store, [], slow, request_timeout=0.2, retries=1)
+        play(sample_store, [], slow, request_timeout=0.2, retries=1)
 
 
-def test_malformed_tool_arguments_reach_the_episode_unchanged(real_store: MarketStore) -> None:
-    day, usage, server = play(real_store, [Reply(calls=(("TakeAction", MALFORMED),))])
+def test_malformed_tool_arguments_reach_the_episode_unchanged(sample_store: MarketStore) -> None:
+    day, usage, server = play(sample_store, [Reply(calls=(("TakeAction", MALFORMED),))])
     reply, answer = day.messages[2:4]
     assert reply.tool_calls is not None and reply.tool_calls[0].function.arguments == MALFORMED
     assert answer.content.startswith("错误：") and day.episode.tool_errors == 1
@@ -90,29 +90,29 @@ def test_malformed_tool_arguments_reach_the_episode_unchanged(real_store: Market
     assert day.episode.status == "stopped" and usage.warnings == []
 
 
-def test_a_reply_without_a_tool_call_fails_the_day(real_store: MarketStore) -> None:
-    day, usage, _ = play(real_store, [Reply(content="今天不交易。")])
+def test_a_reply_without_a_tool_call_fails_the_day(sample_store: MarketStore) -> None:
+    day, usage, _ = play(sample_store, [Reply(content="今天不交易。")])
     assert (day.episode.status, day.episode.status_reason) == ("failed", "回复中没有工具调用")
     assert day.messages[-1].content == "今天不交易。" and usage.requests == 1
 
 
-def test_a_reply_the_server_s_parser_dropped_is_warned_about(real_store: MarketStore) -> None:
+def test_a_reply_the_server_s_parser_dropped_is_warned_about(sample_store: MarketStore) -> None:
     """vLLM's qwen3_coder parser returns nothing of a hermes JSON call (no text, no call): the day ends as any
     reply without a call does, and the record says the model wrote tokens the server dropped."""
     with structlog.testing.capture_logs() as logs:
-        day, usage, _ = play(real_store, [Reply(tokens=28)])
+        day, usage, _ = play(sample_store, [Reply(tokens=28)])
     assert (day.episode.status, day.episode.status_reason) == ("failed", "回复中没有工具调用")
     assert usage.warnings == [
         "turn 1: the reply is empty though the model wrote 28 tokens: the server's tool-call parser dropped a call "
         "it could not read (vLLM's qwen3_coder drops hermes JSON calls; see `trade eval serve`)"
     ]
     assert [e["completion_tokens"] for e in logs if e["event"] == "llm.reply_dropped"] == [28]
-    _, usage, _ = play(real_store, [Reply(tokens=1)])  # only the end token: the model said nothing
+    _, usage, _ = play(sample_store, [Reply(tokens=1)])  # only the end token: the model said nothing
     assert usage.warnings == []
 
 
-def test_an_endless_tool_loop_ends_at_the_turn_limit(real_store: MarketStore) -> None:
-    day, usage, _ = play(real_store, [], LOOP, max_turns=3)
+def test_an_endless_tool_loop_ends_at_the_turn_limit(sample_store: MarketStore) -> None:
+    day, usage, _ = play(sample_store, [], LOOP, max_turns=3)
     assert (day.episode.status, day.episode.status_reason, usage.requests) == ("truncated", "超过3轮仍未停止", 3)
 
 
@@ -127,11 +127,11 @@ def test_an_endless_tool_loop_ends_at_the_turn_limit(real_store: MarketStore) ->
     ids=["hermes", "qwen3_coder", "bare function", "opening tag missing"],
 )
 @pytest.mark.parametrize("where", ["content", "reasoning"])
-def test_tool_call_markup_left_as_text_is_warned_about(real_store: MarketStore, text: str, where: str) -> None:
+def test_tool_call_markup_left_as_text_is_warned_about(sample_store: MarketStore, text: str, where: str) -> None:
     """In the text, or in the reasoning: vLLM's qwen3 reasoning parser returns a reply that opens neither
     <think> nor <tool_call> as reasoning to its end (the call's opening tag missing, say)."""
     with structlog.testing.capture_logs() as logs:
-        day, usage, _ = play(real_store, [Reply(**{where: text})])
+        day, usage, _ = play(sample_store, [Reply(**{where: text})])
     assert day.episode.status == "failed" and len(usage.warnings) == 1
     assert "tool-call markup" in usage.warnings[0] and "trade eval serve" in usage.warnings[0]
     assert [e["turn"] for e in logs if e["event"] == "llm.tool_markup_as_text"] == [1]
@@ -147,8 +147,8 @@ def test_tool_call_markup_left_as_text_is_warned_about(real_store: MarketStore, 
     ],
     ids=["reasoning_content", "reasoning", "think text", "think opened by the template"],
 )
-def test_reasoning_is_kept_and_replayed_as_the_qwen3_template_reads_it(real_store: MarketStore, reply: Reply) -> None:
-    day, _, server = play(real_store, [reply])
+def test_reasoning_is_kept_and_replayed_as_the_qwen3_template_reads_it(sample_store: MarketStore, reply: Reply) -> None:
+    day, _, server = play(sample_store, [reply])
     recorded = day.messages[2]
     assert (recorded.reasoning_content, recorded.content) == ("先看大盘。", "")
     replayed = server.requests[1]["messages"][2]
@@ -158,10 +158,10 @@ def test_reasoning_is_kept_and_replayed_as_the_qwen3_template_reads_it(real_stor
 
 
 def test_a_refused_request_truncates_a_played_day_and_a_refused_first_one_is_unavailable(
-    real_store: MarketStore,
+    sample_store: MarketStore,
 ) -> None:
     too_long = Fail(400, "This model's maximum context length is 2048 tokens.")
-    day, usage, _ = play(real_store, [LOOP, too_long])
+    day, usage, _ = play(sample_store, [LOOP, too_long])
     assert (day.episode.status, day.episode.status_reason, usage.requests) == (
         "truncated",
         "服务器拒绝了第2轮的请求",
@@ -172,23 +172,23 @@ def test_a_refused_request_truncates_a_played_day_and_a_refused_first_one_is_una
         "the day ends truncated"
     ]
     with pytest.raises(PolicyUnavailable, match=r"^the server refused the day's first request: HTTP 404 \(no model\)$"):
-        play(real_store, [Fail(404, "no model")])
+        play(sample_store, [Fail(404, "no model")])
 
 
-def test_a_backoff_that_is_not_seconds_is_refused(real_store: MarketStore) -> None:
+def test_a_backoff_that_is_not_seconds_is_refused(sample_store: MarketStore) -> None:
     from trade_core.errors import TradeError
 
-    day = TradingDay.start(day_task(real_store, DATE, pool_size=5), real_store)
+    day = TradingDay.start(day_task(sample_store, DATE, pool_size=5), sample_store)
     with pytest.raises(TradeError, match="backoff 'soon' is not a number of seconds"):
         asyncio.run(
             LLMPolicy().play(day, RunSettings(model="m", base_url="http://127.0.0.1:9/v1", options={"backoff": "soon"}))
         )
 
 
-def test_calls_a_server_parsed_but_left_in_the_text_are_not_kept_twice(real_store: MarketStore) -> None:
+def test_calls_a_server_parsed_but_left_in_the_text_are_not_kept_twice(sample_store: MarketStore) -> None:
     """`transformers serve` returns the parsed calls and their markup in the text: replayed as they came, the
     Qwen3 template rendered every call twice."""
     markup = '<tool_call>\n{"name": "get_macro_indicators", "arguments": {}}\n</tool_call>'
-    day, usage, server = play(real_store, [Reply(content=f"先看大盘。\n{markup}", calls=LOOP.calls)])
+    day, usage, server = play(sample_store, [Reply(content=f"先看大盘。\n{markup}", calls=LOOP.calls)])
     assert day.messages[2].content == "先看大盘。" and usage.warnings == []
     assert server.requests[1]["messages"][2]["content"] == "先看大盘。"

@@ -106,7 +106,7 @@ def test_without_torch_the_error_names_the_extra(tmp_path: Path) -> None:
 
 @needs_model
 def test_a_backtest_plays_every_day_in_process_the_same_way_twice(
-    tiny_model: Path, real_dataset: Path, tmp_path: Path
+    tiny_model: Path, sample_dataset: Path, tmp_path: Path
 ) -> None:
     runs = []
     for name in ("a", "b"):
@@ -118,7 +118,7 @@ def test_a_backtest_plays_every_day_in_process_the_same_way_twice(
             "--model",
             str(tiny_model),
             "--data",
-            str(real_dataset),
+            str(sample_dataset),
             "--start-date",
             "2025-06-20",
             "--num-days",
@@ -144,10 +144,10 @@ def test_a_backtest_plays_every_day_in_process_the_same_way_twice(
 
 @needs_model
 def test_a_tasks_run_plays_episodes_concurrently_as_it_plays_them_one_by_one(
-    tiny_model: Path, real_dataset: Path, tmp_path: Path
+    tiny_model: Path, sample_dataset: Path, tmp_path: Path
 ) -> None:
     tasks = tmp_path / "tasks"
-    build_tasks(real_dataset, tasks, split="test=2025-07-01:2025-07-14", pool_size="5", per_day=2, seed=3)
+    build_tasks(sample_dataset, tasks, split="test=2025-07-01:2025-07-14", pool_size="5", per_day=2, seed=3)
     runs = []
     for concurrency in ("4", "1"):
         out = tmp_path / f"run{concurrency}"
@@ -160,7 +160,7 @@ def test_a_tasks_run_plays_episodes_concurrently_as_it_plays_them_one_by_one(
             "--tasks",
             str(tasks / "test.jsonl"),
             "--data",
-            str(real_dataset),
+            str(sample_dataset),
             "--limit",
             "4",
             "--concurrency",
@@ -201,7 +201,7 @@ def test_a_batch_that_is_not_a_number_of_requests_is_refused_before_loading(tmp_
 @needs_model
 @pytest.mark.parametrize("temperature", [0, 1.0])
 def test_a_batch_of_one_writes_what_one_generate_call_writes(
-    tiny_model: Path, real_store: MarketStore, temperature: float
+    tiny_model: Path, sample_store: MarketStore, temperature: float
 ) -> None:
     """The unbatched path (the global generator seeded, one prompt, HF sampling with the inverse-CDF sampler)
     against a batch of one, token for token, greedy and sampled."""
@@ -212,7 +212,7 @@ def test_a_batch_of_one_writes_what_one_generate_call_writes(
 
     model = LocalModel(tiny_model, HERMES, "cpu")
     sampling = {"do_sample": True, "temperature": 1.0, "top_p": 0.9} if temperature else {"do_sample": False}
-    for request in _requests(real_store, temperature, [3, 11]):
+    for request in _requests(sample_store, temperature, [3, 11]):
         inputs = model.tokenizer.apply_chat_template(
             request["messages"],
             tools=request["tools"],
@@ -234,11 +234,11 @@ def test_a_batch_of_one_writes_what_one_generate_call_writes(
 
 
 @needs_model
-def test_greedy_rows_of_a_batch_write_what_each_writes_alone(tiny_model: Path, real_store: MarketStore) -> None:
+def test_greedy_rows_of_a_batch_write_what_each_writes_alone(tiny_model: Path, sample_store: MarketStore) -> None:
     from trade_eval.policies.local import LocalModel
 
     model = LocalModel(tiny_model, HERMES, "cpu")
-    requests = _requests(real_store, 0, [1, 2, 3, 4, 5])
+    requests = _requests(sample_store, 0, [1, 2, 3, 4, 5])
     batched = _texts(model.answer(requests))
     assert len({row["usage"]["prompt_tokens"] for row in batched}) == len(requests)  # other lengths: padded rows
     assert batched == [_texts(model.answer([request]))[0] for request in requests]
@@ -246,12 +246,12 @@ def test_greedy_rows_of_a_batch_write_what_each_writes_alone(tiny_model: Path, r
 
 
 @needs_model
-def test_each_sampled_row_draws_from_its_own_seed(random_model: Path, real_store: MarketStore) -> None:
+def test_each_sampled_row_draws_from_its_own_seed(random_model: Path, sample_store: MarketStore) -> None:
     """The same prompt and seed in two rows of a batch writes the same text; another seed, another text."""
     from trade_eval.policies.local import LocalModel
 
     model = LocalModel(random_model, HERMES, "cpu")
-    [first, other] = _requests(real_store, 1.0, [7, 8], max_tokens=16)
+    [first, other] = _requests(sample_store, 1.0, [7, 8], max_tokens=16)
     other = first | {"seed": other["seed"]}
     texts = [_written(row["message"]) for row in _texts(model.answer([first, other, first]))]
     assert texts[0] == texts[2] != texts[1]
@@ -259,14 +259,14 @@ def test_each_sampled_row_draws_from_its_own_seed(random_model: Path, real_store
 
 @needs_model
 def test_requests_waiting_while_a_generation_runs_are_answered_together(
-    random_model: Path, real_store: MarketStore
+    random_model: Path, sample_store: MarketStore
 ) -> None:
     """Submitted while the worker generates a long reply, the others wait and are generated in batches of at most
     --set batch, each answer the one its request gets alone."""
     from trade_eval.policies.local import LocalModel
 
     model = LocalModel(random_model, HERMES, "cpu", batch=3)
-    long, *short = _requests(real_store, 0, [1, 2, 3, 4, 5, 6], max_tokens=8)
+    long, *short = _requests(sample_store, 0, [1, 2, 3, 4, 5, 6], max_tokens=8)
     with structlog.testing.capture_logs() as logs:
         answers = [model.submit(request) for request in [long | {"max_tokens": 64}, *short]]
         answers = [answer.result(timeout=600) for answer in answers]
@@ -275,9 +275,9 @@ def test_requests_waiting_while_a_generation_runs_are_answered_together(
     assert _texts(answers[1:]) == [_texts(model.answer([request]))[0] for request in short]
 
 
-def test_the_cli_refuses_a_local_run_without_a_model_in_one_line(real_dataset: Path, tmp_path: Path) -> None:
+def test_the_cli_refuses_a_local_run_without_a_model_in_one_line(sample_dataset: Path, tmp_path: Path) -> None:
     for command in (["backtest", "--start-date", "2025-06-20", "--num-days", "2"], ["tasks", "--tasks", "t.jsonl"]):
-        run = run_trade("eval", *command, "--policy", "local", "--data", str(real_dataset), cwd=tmp_path)
+        run = run_trade("eval", *command, "--policy", "local", "--data", str(sample_dataset), cwd=tmp_path)
         assert run.code == 2 and run.err.strip().splitlines()[-1].startswith("error: policy 'local' needs a model"), (
             run.err
         )

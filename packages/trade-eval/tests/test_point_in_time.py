@@ -32,12 +32,12 @@ def _days(backtest: Backtest, policy) -> list[tuple[dict, list]]:  # type: ignor
 
 @pytest.mark.slow
 def test_baseline_days_ignore_the_future(
-    real_store: MarketStore, real_table: pd.DataFrame, sample_data: Path, tmp_path: Path
+    sample_store: MarketStore, sample_table: pd.DataFrame, sample_data: Path, tmp_path: Path
 ) -> None:
     rng = np.random.default_rng(21)
-    t = int(rng.integers(300, len(real_store.calendar) - 5))
-    t0 = real_store.calendar[t]
-    table, members = perturb_future(real_table, read_instruments_file(sample_data / "csi300.txt"), t0, 21)
+    t = int(rng.integers(300, len(sample_store.calendar) - 5))
+    t0 = sample_store.calendar[t]
+    table, members = perturb_future(sample_table, read_instruments_file(sample_data / "csi300.txt"), t0, 21)
     out = write_dataset(
         table,
         tmp_path / "perturbed",
@@ -46,10 +46,12 @@ def test_baseline_days_ignore_the_future(
         universes={"csi300": members},
     )
     perturbed = MarketStore.load(out)
-    start = real_store.calendar[t - 7].date()
+    start = sample_store.calendar[t - 7].date()
     for cls in BASELINES:
-        original, changed = (_days(Backtest(store, start, 8, pool_size=15), cls()) for store in (real_store, perturbed))
+        original, changed = (
+            _days(Backtest(store, start, 8, pool_size=15), cls()) for store in (sample_store, perturbed)
+        )
         assert changed == original, cls.name
         assert any(actions[:-1] for _, actions in original)
     later = Backtest(perturbed, start, 9, pool_size=15).simulate(BASELINES[1](), RunSettings())[-1]
-    assert later.nav != Backtest(real_store, start, 9, pool_size=15).simulate(BASELINES[1](), RunSettings())[-1].nav
+    assert later.nav != Backtest(sample_store, start, 9, pool_size=15).simulate(BASELINES[1](), RunSettings())[-1].nav

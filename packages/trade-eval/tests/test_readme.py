@@ -32,9 +32,9 @@ def test_the_user_policy_example_works_by_name(backtest) -> None:
 
 
 @pytest.mark.real_data
-def test_the_baseline_command_runs_as_written_and_prints_the_readme_table(real_dataset: Path, tmp_path: Path) -> None:
+def test_the_baseline_command_runs_as_written_and_prints_the_readme_table(sample_dataset: Path, tmp_path: Path) -> None:
     line = next(line for block in _blocks("bash") for line in block.splitlines() if "--policy momentum" in line)
-    (tmp_path / "Q").symlink_to(real_dataset)
+    (tmp_path / "Q").symlink_to(sample_dataset)
     run = run_trade(*shlex.split(line)[1:], cwd=tmp_path)
     assert run.code == 0, run.err
     [folder] = (tmp_path / "runs").iterdir()
@@ -49,10 +49,10 @@ def test_the_baseline_command_runs_as_written_and_prints_the_readme_table(real_d
 
 
 @pytest.mark.real_data
-def test_the_blocks_that_run_as_written_print_what_the_readme_shows(real_dataset: Path, tmp_path: Path) -> None:
+def test_the_blocks_that_run_as_written_print_what_the_readme_shows(sample_dataset: Path, tmp_path: Path) -> None:
     """Each ```bash block marked "runs as written" runs in one folder (blocks in order, `Q` the real data); the
     ```text block after it holds lines its commands printed."""
-    (tmp_path / "Q").symlink_to(real_dataset)
+    (tmp_path / "Q").symlink_to(sample_dataset)
     pairs = re.findall(
         r"```bash\n(# runs as written[^\n]*\n.*?)```\n```text\n(.*?)```", README.read_text("utf-8"), re.S
     )

@@ -71,13 +71,13 @@ def backtest_run(store: MarketStore, out: Path, policy: Policy, start: dt.date =
 
 
 @pytest.fixture(scope="module")
-def runs(real_store: MarketStore, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def runs(sample_store: MarketStore, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Run folders of the scripted policy, of ``hold`` (same days) and of ``momentum`` (two days later)."""
     root = tmp_path_factory.mktemp("runs")
     return {
-        "scripted": backtest_run(real_store, root / "scripted", Scripted()),
-        "hold": backtest_run(real_store, root / "hold", Hold()),
-        "momentum": backtest_run(real_store, root / "momentum", Momentum(), start=dt.date(2025, 6, 24)),
+        "scripted": backtest_run(sample_store, root / "scripted", Scripted()),
+        "hold": backtest_run(sample_store, root / "hold", Hold()),
+        "momentum": backtest_run(sample_store, root / "momentum", Momentum(), start=dt.date(2025, 6, 24)),
     }
 
 
@@ -284,10 +284,10 @@ def test_damaged_conventions_fall_back_to_the_defaults(runs: dict[str, Path], tm
 
 
 @pytest.mark.slow
-def test_report_of_a_60_day_run_takes_under_a_few_seconds(real_store: MarketStore, tmp_path: Path) -> None:
+def test_report_of_a_60_day_run_takes_under_a_few_seconds(sample_store: MarketStore, tmp_path: Path) -> None:
     import time
 
-    run = backtest_run(real_store, tmp_path / "run", Momentum(), days=60)
+    run = backtest_run(sample_store, tmp_path / "run", Momentum(), days=60)
     started = time.perf_counter()
     write_report([load_run(run)], tmp_path / "report.html")
     assert time.perf_counter() - started < 10  # about 0.5 s on an idle core

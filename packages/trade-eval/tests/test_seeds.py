@@ -17,9 +17,9 @@ ARGS = ("eval", "backtest", "--policy", "random", "--start-date", "2025-06-20", 
 
 
 @pytest.fixture(scope="module")
-def seeds(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def seeds(sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("seeds") / "random"
-    done = run_trade(*ARGS, "--seeds", "3", "--seed", "5", "--data", str(real_dataset), "--out", str(out))
+    done = run_trade(*ARGS, "--seeds", "3", "--seed", "5", "--data", str(sample_dataset), "--out", str(out))
     assert done.code == 0, done.err
     return out, done.out
 
@@ -46,10 +46,12 @@ def test_each_seed_is_a_run_on_one_pool_and_the_spread_is_mean_sd_min_max(seeds:
     assert printed.rstrip().endswith("mean ± sd (ddof=1) over 3 seeds 5..7")
 
 
-def test_seeds_resume_and_their_parent_is_no_single_run(seeds: tuple[Path, str], real_dataset: Path) -> None:
+def test_seeds_resume_and_their_parent_is_no_single_run(seeds: tuple[Path, str], sample_dataset: Path) -> None:
     out, _ = seeds
     before = (out / SEEDS).read_text()
-    again = run_trade(*ARGS, "--seeds", "3", "--seed", "5", "--data", str(real_dataset), "--out", str(out), "--resume")
+    again = run_trade(
+        *ARGS, "--seeds", "3", "--seed", "5", "--data", str(sample_dataset), "--out", str(out), "--resume"
+    )
     assert again.code == 0, again.err
     assert json.loads((out / SEEDS).read_text())["rows"] == json.loads(before)["rows"]
     report = run_trade("eval", "report", str(out), "--out", str(out.parent / "r.html"))
@@ -72,8 +74,8 @@ def test_cutoff_warning_only_before_the_end_of_the_cutoff_month() -> None:
     assert cutoff_warning("2024-02", dt.date(2024, 2, 29)) and not cutoff_warning("2024-02", dt.date(2024, 3, 1))
 
 
-def test_model_cutoff_warns_on_stderr_and_is_recorded(real_dataset: Path, tmp_path: Path) -> None:
-    base = ["eval", "backtest", "--policy", "hold", "--num-days", "2", "--data", str(real_dataset)]
+def test_model_cutoff_warns_on_stderr_and_is_recorded(sample_dataset: Path, tmp_path: Path) -> None:
+    base = ["eval", "backtest", "--policy", "hold", "--num-days", "2", "--data", str(sample_dataset)]
     done = run_trade(*base, "--start-date", "2025-06-20", "--model-cutoff", "2025-07", "--out", str(tmp_path / "a"))
     assert done.code == 0, done.err
     warned = [line for line in done.err.splitlines() if line.startswith("warning: ")]

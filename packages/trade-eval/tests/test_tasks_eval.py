@@ -27,10 +27,10 @@ SPLIT = "test=2025-07-01:2025-07-14"
 
 
 @pytest.fixture(scope="module")
-def tasks_folder(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tasks_folder(sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two tasks a day over a few days of July 2025."""
     out = tmp_path_factory.mktemp("tasks") / "tasks"
-    build_tasks(real_dataset, out, split=SPLIT, pool_size="8", per_day=2, seed=3)
+    build_tasks(sample_dataset, out, split=SPLIT, pool_size="8", per_day=2, seed=3)
     return out
 
 
@@ -40,7 +40,7 @@ def _lines(path: Path) -> list[dict]:
 
 def _run(
     tasks: Path,
-    real_store: MarketStore,
+    sample_store: MarketStore,
     out: Path,
     policy_name: str,
     servers: tuple[str, ...] = (),
@@ -50,10 +50,10 @@ def _run(
     resume: bool = False,
 ) -> dict:
     records, split, _ = load_tasks(tasks, "test")
-    evaluation = TasksEval(real_store, records[:limit], [get_scheme("bucketed"), get_scheme("continuous")], samples)
+    evaluation = TasksEval(sample_store, records[:limit], [get_scheme("bucketed"), get_scheme("continuous")], samples)
     settings = RunSettings(model="m", retries=1, request_timeout=5, options={"backoff": 0})
     manifest = new_manifest(
-        evaluation, policy_name, settings, command=[], tasks=tasks, split=split, servers=servers, data=real_store.path
+        evaluation, policy_name, settings, command=[], tasks=tasks, split=split, servers=servers, data=sample_store.path
     )
     return run_tasks(
         evaluation,
@@ -69,7 +69,7 @@ def _run(
 
 
 def test_a_baseline_run_scores_what_trade_reward_explain_scores(
-    tasks_folder: Path, real_dataset: Path, real_store: MarketStore, tmp_path: Path
+    tasks_folder: Path, sample_dataset: Path, sample_store: MarketStore, tmp_path: Path
 ) -> None:
     """Through the CLI: each episode's reward (both schemes) equals replaying its orders the way `trade reward
     explain` does, on a fresh Episode scored with the task file's ground truth."""
@@ -86,7 +86,7 @@ def test_a_baseline_run_scores_what_trade_reward_explain_scores(
         "--scheme",
         "continuous",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--out",
         str(out),
     ]
@@ -103,7 +103,7 @@ def test_a_baseline_run_scores_what_trade_reward_explain_scores(
         calls = [c.function for m in trajectory.messages for c in m.tool_calls or []]
         orders = [json.loads(c.arguments) for c in calls if c.name == "TakeAction"]
         traded += len(orders) > 1
-        fresh = Episode.start(record.task, real_store)
+        fresh = Episode.start(record.task, sample_store)
         steps = play(fresh, orders)
         for name in ("bucketed", "continuous"):
             direct = breakdown(fresh, steps, record.ground_truth, "task file", get_scheme(name))["reward"]
@@ -122,7 +122,7 @@ def test_a_baseline_run_scores_what_trade_reward_explain_scores(
 
 
 def test_llm_episodes_over_two_faulty_servers_are_all_accounted_for(
-    tasks_folder: Path, real_store: MarketStore, tmp_path: Path
+    tasks_folder: Path, sample_store: MarketStore, tmp_path: Path
 ) -> None:
     """Concurrency 8 over two servers: one task's server keeps failing (a failed episode with its reason), one
     loops until truncated, one replies without a call; every episode is recorded and both servers served."""
@@ -141,7 +141,7 @@ def test_llm_episodes_over_two_faulty_servers_are_all_accounted_for(
         )
 
     with FaultServer(script) as one, FaultServer(script) as two:
-        summary = _run(tasks_folder, real_store, tmp_path / "run", "llm", (one.url, two.url), samples=2)
+        summary = _run(tasks_folder, sample_store, tmp_path / "run", "llm", (one.url, two.url), samples=2)
         served = (len(one.requests), len(two.requests))
     episodes = _lines(tmp_path / "run" / EPISODES)
     assert Counter((e["task_id"], e["sample"]) for e in episodes) == Counter(
@@ -160,47 +160,47 @@ def test_llm_episodes_over_two_faulty_servers_are_all_accounted_for(
     assert summary["mean_reward"]["bucketed"] is not None and summary["tool_error_rate"] == 0.0
 
 
-def test_resume_skips_the_finished_episodes(tasks_folder: Path, real_store: MarketStore, tmp_path: Path) -> None:
+def test_resume_skips_the_finished_episodes(tasks_folder: Path, sample_store: MarketStore, tmp_path: Path) -> None:
     """A run cut short (its last line half written, a trajectory without its record) resumes with only the
     episodes it lacks; other settings are refused."""
     out = tmp_path / "run"
     with FaultServer(default=STOP) as server:
-        _run(tasks_folder, real_store, out, "llm", (server.url,), limit=3)
+        _run(tasks_folder, sample_store, out, "llm", (server.url,), limit=3)
         first = len(server.requests)
     with open(out / EPISODES, "rb+") as handle:  # the last record half written
         handle.truncate(handle.seek(0, 2) - 40)
     with FaultServer(default=STOP) as server:
-        summary = _run(tasks_folder, real_store, out, "llm", (server.url,), limit=3, resume=True)
+        summary = _run(tasks_folder, sample_store, out, "llm", (server.url,), limit=3, resume=True)
         again = len(server.requests)
     assert first == 3 and again == 1
     episodes = _lines(out / EPISODES)
     assert summary["episodes"] == len(episodes) == 3 and len({e["task_id"] for e in episodes}) == 3
     assert [t["id"] for t in _lines(out / TRAJECTORIES)] == [e["trajectory_id"] for e in episodes]
     with pytest.raises(TradeError, match=r"other settings \(tasks differ\)"):
-        _run(tasks_folder, real_store, out, "llm", (server.url,), limit=4, resume=True)
+        _run(tasks_folder, sample_store, out, "llm", (server.url,), limit=4, resume=True)
     assert json.loads((out / MANIFEST).read_text())["tasks"]["count"] == 3
 
 
 def test_a_resume_while_the_run_is_written_is_refused(
-    tasks_folder: Path, real_store: MarketStore, tmp_path: Path, lock_holder
+    tasks_folder: Path, sample_store: MarketStore, tmp_path: Path, lock_holder
 ) -> None:
     """A second writer appended its episodes among the first's: 87 lines for 64 episodes."""
     out = tmp_path / "run"
-    _run(tasks_folder, real_store, out, "momentum", limit=2)
+    _run(tasks_folder, sample_store, out, "momentum", limit=2)
     before = (out / EPISODES).read_bytes()
     with lock_holder(out) as holder, pytest.raises(TradeError, match=f"being written by process {holder.pid} "):
-        _run(tasks_folder, real_store, out, "momentum", limit=3, resume=True)
+        _run(tasks_folder, sample_store, out, "momentum", limit=3, resume=True)
     assert (out / EPISODES).read_bytes() == before
-    assert _run(tasks_folder, real_store, out, "momentum", limit=2, resume=True)["episodes"] == 2
+    assert _run(tasks_folder, sample_store, out, "momentum", limit=2, resume=True)["episodes"] == 2
 
 
 def test_the_episodes_of_a_run_share_their_connections(
-    tasks_folder: Path, real_store: MarketStore, tmp_path: Path
+    tasks_folder: Path, sample_store: MarketStore, tmp_path: Path
 ) -> None:
     """One client per server for the whole run: a client per episode opened a connection per episode, CPU
     that dominated the harness with hundreds of episodes in flight."""
     with FaultServer([LOOP] * 6) as server:
-        summary = _run(tasks_folder, real_store, tmp_path / "run", "llm", (server.url,), concurrency=2, limit=6)
+        summary = _run(tasks_folder, sample_store, tmp_path / "run", "llm", (server.url,), concurrency=2, limit=6)
     assert summary["played"] == 6 and len(server.requests) == 12
     assert server.connections <= 2
 
@@ -222,15 +222,22 @@ class _HeapWatcher(Policy):
 
 
 def test_the_episodes_play_with_what_was_alive_before_them_out_of_the_collectors_way(
-    tasks_folder: Path, real_store: MarketStore, tmp_path: Path
+    tasks_folder: Path, sample_store: MarketStore, tmp_path: Path
 ) -> None:
     """Full collections rescanned the store, the tasks and every import once per few episodes (a tenth of the
     harness's CPU an episode); the heap is frozen while the episodes play and thawed after."""
     records, split, _ = load_tasks(tasks_folder, "test")
-    evaluation = TasksEval(real_store, records[:3], [get_scheme("bucketed")])
+    evaluation = TasksEval(sample_store, records[:3], [get_scheme("bucketed")])
     policy, settings = _HeapWatcher(), RunSettings()
     manifest = new_manifest(
-        evaluation, policy.name, settings, command=[], tasks=tasks_folder, split=split, servers=(), data=real_store.path
+        evaluation,
+        policy.name,
+        settings,
+        command=[],
+        tasks=tasks_folder,
+        split=split,
+        servers=(),
+        data=sample_store.path,
     )
     assert gc.get_freeze_count() == 0
     assert run_tasks(evaluation, policy, settings, tmp_path / "run", manifest, progress=False)["played"] == 3

@@ -7,6 +7,7 @@ import asyncio
 import datetime as dt
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,10 @@ def test_the_report_notes_it_under_the_total_return(runs: Path, tmp_path: Path) 
 
 def test_the_dashboard_notes_it_beside_the_return(runs: Path) -> None:
     async def pages() -> tuple[str, str]:
-        async with TestClient(TestServer(make_app(runs, None))) as client:
+        reader = ThreadPoolExecutor(1)
+        async with TestClient(TestServer(make_app(runs, None, reader=reader))) as client:
+            await client.get("/")  # lists the runs: their reads start in the background
+            await asyncio.wrap_future(reader.submit(lambda: None))  # the reader reads in order: they are done
             listing = await (await client.get("/")).text()
             page = await (await client.get("/run", params={"run": "idle"})).text()
         return listing, page

@@ -125,7 +125,7 @@ def server(
 
 
 @pytest.fixture(scope="module")
-def backtest_run(server: Server, real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def backtest_run(server: Server, sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("backtest") / "run"
     run = run_trade(
         "eval",
@@ -135,7 +135,7 @@ def backtest_run(server: Server, real_dataset: Path, tmp_path_factory: pytest.Te
         "--model",
         "trader_agent",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--start-date",
         "2025-06-20",
         "--num-days",
@@ -157,10 +157,10 @@ def backtest_run(server: Server, real_dataset: Path, tmp_path_factory: pytest.Te
 
 
 @pytest.fixture(scope="module")
-def tasks_run(server: Server, real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tasks_run(server: Server, sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two tasks a day over the first days of July 2025, two samples each, all in flight at once."""
     tasks = tmp_path_factory.mktemp("tasks") / "tasks"
-    build_tasks(real_dataset, tasks, split="test=2025-07-01:2025-07-15", pool_size="5", per_day=2, seed=3)
+    build_tasks(sample_dataset, tasks, split="test=2025-07-01:2025-07-15", pool_size="5", per_day=2, seed=3)
     out = tmp_path_factory.mktemp("tasks-run") / "run"
     run = run_trade(
         "eval",
@@ -182,7 +182,7 @@ def tasks_run(server: Server, real_dataset: Path, tmp_path_factory: pytest.TempP
         "--max-tokens",
         str(MAX_TOKENS),
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--out",
         str(out),
         timeout=1800,
@@ -264,7 +264,7 @@ def test_vllm_s_calls_are_the_calls_the_model_wrote(server: Server, backtest_run
     print(f"{calls} calls, {thought} replies read as reasoning")
 
 
-def test_a_reply_cut_short_is_a_broken_call_on_the_record(server: Server, real_dataset: Path, tmp_path: Path) -> None:
+def test_a_reply_cut_short_is_a_broken_call_on_the_record(server: Server, sample_dataset: Path, tmp_path: Path) -> None:
     """Twelve tokens cut the call inside its JSON: the hermes parser leaves it as text, the day ends with
     the markup warned about, and `trade distill filter` drops it as broken, whatever the parser."""
     out = tmp_path / "cut"
@@ -276,7 +276,7 @@ def test_a_reply_cut_short_is_a_broken_call_on_the_record(server: Server, real_d
         "--model",
         "trader_agent",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--start-date",
         "2025-06-20",
         "--num-days",
@@ -368,7 +368,7 @@ LORA_STEPS = 120
 
 
 @pytest.fixture(scope="module")
-def thinking_adapter(tiny_model: Path, real_store: MarketStore, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def thinking_adapter(tiny_model: Path, sample_store: MarketStore, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A peft LoRA adapter (rank 8) on the tiny model that opens its reply with a think block, then writes the
     call the base model writes to the same prompt (the tiny model itself never thinks; taught on what the base
     writes after a thought, it repeats its `<tool_call>`). Taught on first requests of other days
@@ -383,7 +383,9 @@ def thinking_adapter(tiny_model: Path, real_store: MarketStore, tmp_path_factory
     think = tokenizer.encode(f"<think>\n{THOUGHT}\n</think>\n\n", add_special_tokens=False)
     examples = []
     for seed, date in enumerate(["2025-06-03", "2025-06-05", "2025-06-10", "2025-06-12"]):
-        day = TradingDay.start(day_task(real_store, dt.date.fromisoformat(date), pool_size=5, seed=seed), real_store)
+        day = TradingDay.start(
+            day_task(sample_store, dt.date.fromisoformat(date), pool_size=5, seed=seed), sample_store
+        )
         request = chat_request(day, RunSettings(model="trader_agent", temperature=0), day.episode.tool_schemas())
         prompt = tokenizer.apply_chat_template(
             request["messages"], tools=request["tools"], add_generation_prompt=True, return_dict=True
@@ -418,13 +420,13 @@ def lora_server(thinking_adapter: Path, tmp_path_factory: pytest.TempPathFactory
 
 
 def test_a_lora_adapter_plays_a_backtest_day_by_its_served_name_its_reasoning_kept_apart(
-    lora_server: str, real_dataset: Path, tmp_path: Path
+    lora_server: str, sample_dataset: Path, tmp_path: Path
 ) -> None:
     """A real <think>...</think> block then a call: vLLM's reasoning parser returns the thought as reasoning,
     stored apart from the reply's text, and the call is played."""
     out = tmp_path / "lora"
     run = run_trade(
-        *("eval", "backtest", "--base-url", lora_server, "--model", "trader_agent", "--data", str(real_dataset)),
+        *("eval", "backtest", "--base-url", lora_server, "--model", "trader_agent", "--data", str(sample_dataset)),
         *("--start-date", "2025-06-20", "--num-days", "1", "--pool-size", "5", "--max-turns", "2"),
         *("--temperature", "0", "--max-tokens", str(MAX_TOKENS), "--out", str(out)),
         timeout=1800,
@@ -439,13 +441,13 @@ def test_a_lora_adapter_plays_a_backtest_day_by_its_served_name_its_reasoning_ke
 
 
 def test_a_request_is_answered_whole_and_its_enable_thinking_is_honoured(
-    lora_server: str, real_store: MarketStore
+    lora_server: str, sample_store: MarketStore
 ) -> None:
     """The llm policy's request as it sends it (no `stream`): one chat.completion in JSON, never server-sent
     events. With `chat_template_kwargs: {"enable_thinking": false}` the template pre-fills an empty think
     block and the reasoning parser reads no reasoning; the base model, served beside the adapter, never thinks."""
     get_manager()
-    day = TradingDay.start(day_task(real_store, dt.date(2025, 6, 20), pool_size=5, seed=0), real_store)
+    day = TradingDay.start(day_task(sample_store, dt.date(2025, 6, 20), pool_size=5, seed=0), sample_store)
     settings = RunSettings(model="trader_agent", temperature=0, max_tokens=MAX_TOKENS)
     request = chat_request(day, settings, day.episode.tool_schemas())
     assert "stream" not in request

@@ -14,14 +14,14 @@ from trade_tools.episode import Episode
 from trade_tools.sampler import day_task
 
 
-def test_the_same_real_orders_score_the_same_in_both_modes(real_store: MarketStore) -> None:
+def test_the_same_real_orders_score_the_same_in_both_modes(sample_store: MarketStore) -> None:
     rng = np.random.default_rng(11)
-    days = rng.choice(np.arange(30, len(real_store.dates) - 5), size=30, replace=False)
+    days = rng.choice(np.arange(30, len(sample_store.dates) - 5), size=30, replace=False)
     traded = 0
     for t in days:
-        task = day_task(real_store, real_store.dates[t].astype(object), pool_size=10, seed=int(t))
-        anonymized = Episode.start(task.model_copy(update={"anonymized": True}), real_store)
-        plain = Episode.start(task, real_store)
+        task = day_task(sample_store, sample_store.dates[t].astype(object), pool_size=10, seed=int(t))
+        anonymized = Episode.start(task.model_copy(update={"anonymized": True}), sample_store)
+        plain = Episode.start(task, sample_store)
         alias = anonymized.aliases.symbols  # type: ignore[union-attr]
         for _ in range(8):
             held = sorted(anonymized.positions)
@@ -39,7 +39,7 @@ def test_the_same_real_orders_score_the_same_in_both_modes(real_store: MarketSto
                 plain.call("TakeAction", {"type": side, "symbol": symbol, "amount": fill.shares})
         for episode in (anonymized, plain):
             episode.call("TakeAction", {"type": "stop", "reasoning": "done"})
-        truth = ground_truth(real_store, task.date, sorted({*task.pool, *task.holdings}))
+        truth = ground_truth(sample_store, task.date, sorted({*task.pool, *task.holdings}))
         for scheme in ("continuous", "bucketed"):
             scores = [get_scheme(scheme).score(outcome(e, truth)) for e in (anonymized, plain)]
             assert scores[0] == scores[1], (task.task_id, scheme)

@@ -24,13 +24,13 @@ def _start(store: MarketStore, day: str, pool: list[str], holdings: dict[str, in
 
 
 @pytest.mark.real_data
-def test_growth_across_an_ex_dividend_day_uses_adjusted_prices(real_store: MarketStore, real_table) -> None:  # type: ignore[no-untyped-def]
-    truth = ground_truth(real_store, "2025-10-14", ["SZ000001"])  # SZ000001 goes ex-dividend on 2025-10-15
+def test_growth_across_an_ex_dividend_day_uses_adjusted_prices(sample_store: MarketStore, sample_table) -> None:  # type: ignore[no-untyped-def]
+    truth = ground_truth(sample_store, "2025-10-14", ["SZ000001"])  # SZ000001 goes ex-dividend on 2025-10-15
     assert [d.isoformat() for d in truth.horizon_dates] == ["2025-10-15", "2025-10-16", "2025-10-17"]
-    t0 = _row(real_table, "SZ000001", "2025-10-14")
+    t0 = _row(sample_table, "SZ000001", "2025-10-14")
     assert truth.close["SZ000001"] == 11.57
     for k, day in enumerate(["2025-10-15", "2025-10-16", "2025-10-17"]):
-        row = _row(real_table, "SZ000001", day)
+        row = _row(sample_table, "SZ000001", day)
         assert truth.growth["SZ000001"][k] == pytest.approx(row.close * row.factor / (t0.close * t0.factor), rel=1e-6)
     raw_drop = 11.40 / 11.57 - 1  # -1.47% in raw prices: the dividend, not a loss
     assert truth.growth["SZ000001"][0] - 1 == pytest.approx(11.40 * 145.379771 / (11.57 * 142.363980) - 1, rel=1e-5)
@@ -38,27 +38,27 @@ def test_growth_across_an_ex_dividend_day_uses_adjusted_prices(real_store: Marke
 
 
 @pytest.mark.real_data
-def test_suspended_days_keep_the_last_close(real_store: MarketStore) -> None:
-    truth = ground_truth(real_store, "2024-07-18", ["SH600027", "SH600519"])  # SH600027 suspended 07-19 .. 08-01
+def test_suspended_days_keep_the_last_close(sample_store: MarketStore) -> None:
+    truth = ground_truth(sample_store, "2024-07-18", ["SH600027", "SH600519"])  # SH600027 suspended 07-19 .. 08-01
     assert truth.close["SH600027"] == 6.08 and truth.growth["SH600027"] == [1.0, 1.0, 1.0]
     with pytest.raises(TradeError, match="has no T\\+3"):
-        ground_truth(real_store, "2025-12-29", ["SH600519"])
+        ground_truth(sample_store, "2025-12-29", ["SH600519"])
 
 
 @pytest.mark.real_data
-def test_r_outcome_by_hand(real_store: MarketStore, real_table) -> None:  # type: ignore[no-untyped-def]
-    day = _start(real_store, "2025-10-14", ["SZ000001", "SH600519"], {"SZ000001": 10_000}, 500_000.0)
+def test_r_outcome_by_hand(sample_store: MarketStore, sample_table) -> None:  # type: ignore[no-untyped-def]
+    day = _start(sample_store, "2025-10-14", ["SZ000001", "SH600519"], {"SZ000001": 10_000}, 500_000.0)
     day.call("TakeAction", {"type": "sell", "symbol": "SZ000001", "amount": 6000})
     day.call("TakeAction", {"type": "buy", "symbol": "SH600519", "amount": 100})
     day.call("TakeAction", {"type": "stop", "reasoning": "rotate"})
-    truth = ground_truth(real_store, "2025-10-14", ["SZ000001", "SH600519"])
+    truth = ground_truth(sample_store, "2025-10-14", ["SZ000001", "SH600519"])
     base = 500_000 + 10_000 * 11.57
-    maotai_t0 = _row(real_table, "SH600519", "2025-10-14")
+    maotai_t0 = _row(sample_table, "SH600519", "2025-10-14")
 
     def value(cash: float, pingan: int, maotai: int, day_: str) -> float:
-        p = _row(real_table, "SZ000001", day_)
-        m = _row(real_table, "SH600519", day_)
-        pingan_t0 = _row(real_table, "SZ000001", "2025-10-14")
+        p = _row(sample_table, "SZ000001", day_)
+        m = _row(sample_table, "SH600519", day_)
+        pingan_t0 = _row(sample_table, "SZ000001", "2025-10-14")
         return (
             cash
             + pingan * 11.57 * p.close * p.factor / (pingan_t0.close * pingan_t0.factor)
@@ -79,11 +79,11 @@ def test_r_outcome_by_hand(real_store: MarketStore, real_table) -> None:  # type
     assert fees > 0 and day.cash < 500_000 + 6000 * 11.57 - 100 * maotai_t0.close  # fees were paid out of cash
 
 
-def test_doing_nothing_scores_exactly_zero(real_store: MarketStore) -> None:
-    day = _start(real_store, "2024-06-14", ["SZ000001", "SH600519"], {"SZ000001": 1000}, 100_000.0)
+def test_doing_nothing_scores_exactly_zero(sample_store: MarketStore) -> None:
+    day = _start(sample_store, "2024-06-14", ["SZ000001", "SH600519"], {"SZ000001": 1000}, 100_000.0)
     day.call("get_price_data", {"symbol": "SH600519"})
     day.call("TakeAction", {"type": "stop", "reasoning": "hold"})
-    result = outcome(day, ground_truth(real_store, "2024-06-14", ["SZ000001", "SH600519"]))
+    result = outcome(day, ground_truth(sample_store, "2024-06-14", ["SZ000001", "SH600519"]))
     assert result.r_outcome == 0.0 and result.stopped and result.valid_calls == 2
     reward = get_scheme("bucketed").score(result)
     assert (reward.score, reward.bucket, reward.failure) == (0.0, 0, None)

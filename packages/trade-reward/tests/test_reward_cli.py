@@ -91,7 +91,7 @@ def test_listing_the_schemes_imports_no_numpy_or_pandas(args: tuple[str, ...], t
 
 
 def test_explain_plays_the_actions_and_matches_in_process_scoring(
-    real_store: MarketStore, real_dataset: Path, tmp_path: Path
+    sample_store: MarketStore, sample_dataset: Path, tmp_path: Path
 ) -> None:
     actions = [
         BUY,
@@ -102,14 +102,14 @@ def test_explain_plays_the_actions_and_matches_in_process_scoring(
         STOP,
     ]
     task_file = _write(tmp_path / "task.json", TASK)
-    report = _explain(task_file, real_dataset, actions)
+    report = _explain(task_file, sample_dataset, actions)
     assert [a["result"] for a in report["actions"]] == ["filled", "filled", "refused", "refused", "error", "stop"]
     assert report["actions"][0]["fill"]["shares"] == 100 and report["actions"][0]["fill"]["commission"] > 0
     assert report["actions"][2]["reason"].startswith("现金不足") and "不在股票池中" in report["actions"][3]["reason"]
-    assert report["ground_truth_from"] == f"computed from {real_dataset}"
+    assert report["ground_truth_from"] == f"computed from {sample_dataset}"
 
-    episode = _played(real_store, TASK, actions)
-    truth = ground_truth(real_store, DAY, POOL)
+    episode = _played(sample_store, TASK, actions)
+    truth = ground_truth(sample_store, DAY, POOL)
     expected = get_scheme("bucketed").score(outcome(episode, truth))
     assert report["reward"] == expected.model_dump(mode="json")
     v0 = episode.value_before
@@ -120,7 +120,7 @@ def test_explain_plays_the_actions_and_matches_in_process_scoring(
     assert report["costs_paid"] == pytest.approx(episode.costs_paid()) and report["valid_calls"] == 5
 
     run = run_trade(
-        "reward", "explain", "--task", str(task_file), "--data", str(real_dataset), "--actions", json.dumps(actions)
+        "reward", "explain", "--task", str(task_file), "--data", str(sample_dataset), "--actions", json.dumps(actions)
     )
     assert run.code == 0, run.err
     for label in ("r_new ", "r_orig ", "r_outcome ", "bucket ", "failure    none", "score ", "refused: 现金不足"):
@@ -130,9 +130,9 @@ def test_explain_plays_the_actions_and_matches_in_process_scoring(
 
 @pytest.mark.real_data
 def test_explain_uses_the_ground_truth_of_a_tasks_jsonl_line(
-    real_store: MarketStore, real_dataset: Path, tmp_path: Path
+    sample_store: MarketStore, sample_dataset: Path, tmp_path: Path
 ) -> None:
-    truth = ground_truth(real_store, DAY, POOL).model_dump(mode="json")
+    truth = ground_truth(sample_store, DAY, POOL).model_dump(mode="json")
     truth["growth"]["SH600519"] = [1.2, 1.2, 1.2]  # a made-up future: only the file's truth can produce it
     other = {**TASK, "task_id": "other", "date": "2023-03-01"}
     tasks = _write(
@@ -140,7 +140,7 @@ def test_explain_uses_the_ground_truth_of_a_tasks_jsonl_line(
         {"index": 0, "split": "val", "task": other},
         {"index": 1, "split": "val", "task": TASK, "ground_truth": json.dumps(truth)},
     )
-    report = _explain(tasks, real_dataset, [BUY, STOP], "--index", "1", "--scheme", "continuous")
+    report = _explain(tasks, sample_dataset, [BUY, STOP], "--index", "1", "--scheme", "continuous")
     assert report["ground_truth_from"] == "from the task file" and report["task"]["task_id"] == "demo"
     maotai = 100 * truth["close"]["SH600519"] * 0.2 / report["value_before"]  # about +3% of V0
     assert report["final"]["returns"][0] - report["original"]["returns"][0] > maotai - 0.001
@@ -148,21 +148,21 @@ def test_explain_uses_the_ground_truth_of_a_tasks_jsonl_line(
 
 
 @pytest.mark.real_data
-def test_explain_failures_and_settings(real_store: MarketStore, real_dataset: Path, tmp_path: Path) -> None:
+def test_explain_failures_and_settings(sample_store: MarketStore, sample_dataset: Path, tmp_path: Path) -> None:
     task_file = _write(tmp_path / "task.json", TASK)
-    no_stop = _explain(task_file, real_dataset, [BUY])["reward"]
+    no_stop = _explain(task_file, sample_dataset, [BUY])["reward"]
     assert (no_stop["failure"], no_stop["score"], no_stop["bucket"]) == ("no_stop", -3.0, None)
-    nothing = _explain(task_file, real_dataset, [], "--scheme", "continuous", "--set", "failure=-2")["reward"]
+    nothing = _explain(task_file, sample_dataset, [], "--scheme", "continuous", "--set", "failure=-2")["reward"]
     assert (nothing["failure"], nothing["score"]) == ("no_valid_call", -2.0)
-    scaled = _explain(task_file, real_dataset, [SELL, STOP], "--scheme", "continuous", "--set", "scale=25")["reward"]
+    scaled = _explain(task_file, sample_dataset, [SELL, STOP], "--scheme", "continuous", "--set", "scale=25")["reward"]
     assert scaled["score"] == pytest.approx(25 * scaled["r_outcome"]) and scaled["failure"] is None
-    edges = _explain(task_file, real_dataset, [BUY, STOP], "--set", "edges=[-0.001,-0.0005,0.0005,0.001]")["reward"]
+    edges = _explain(task_file, sample_dataset, [BUY, STOP], "--set", "edges=[-0.001,-0.0005,0.0005,0.001]")["reward"]
     assert edges["r_outcome"] < -0.001 and edges["bucket"] == -2
 
 
-def test_explain_errors_are_one_line(real_dataset: Path, tmp_path: Path) -> None:
+def test_explain_errors_are_one_line(sample_dataset: Path, tmp_path: Path) -> None:
     task_file = _write(tmp_path / "task.json", TASK)
-    base = ("reward", "explain", "--data", str(real_dataset))
+    base = ("reward", "explain", "--data", str(sample_dataset))
     ok = ("--task", str(task_file), "--actions", "[]")
     assert _one_error(*base, *ok, "--scheme", "nope") == (
         "error: unknown reward scheme 'nope' (valid: bucketed, continuous)"
@@ -191,14 +191,14 @@ SCRIPTS = {  # task -> one script per trajectory of its GRPO group
 
 
 @pytest.fixture
-def rollouts(real_store: MarketStore, tmp_path: Path) -> tuple[Path, list[Trajectory]]:
+def rollouts(sample_store: MarketStore, tmp_path: Path) -> tuple[Path, list[Trajectory]]:
     """Trajectories of three tasks on the real data; only task a's store their ground truth."""
     trajectories = []
     for task_id, (day, scripts) in SCRIPTS.items():
         task = {**TASK, "task_id": task_id, "date": day}
         for script in scripts:
-            episode = _played(real_store, task, script)
-            truth = ground_truth(real_store, day, POOL) if task_id == "a" else None
+            episode = _played(sample_store, task, script)
+            truth = ground_truth(sample_store, day, POOL) if task_id == "a" else None
             trajectories.append(
                 Trajectory(task_id=task_id, source="test", episode=episode, messages=[], ground_truth=truth)
             )
@@ -207,15 +207,19 @@ def rollouts(real_store: MarketStore, tmp_path: Path) -> tuple[Path, list[Trajec
 
 @pytest.mark.parametrize(("scheme", "zero"), [("bucketed", ["b", "c"]), ("continuous", ["b"])])
 def test_variance_counts_groups_whose_scores_are_all_equal(
-    real_store: MarketStore, real_dataset: Path, rollouts: tuple[Path, list[Trajectory]], scheme: str, zero: list[str]
+    sample_store: MarketStore,
+    sample_dataset: Path,
+    rollouts: tuple[Path, list[Trajectory]],
+    scheme: str,
+    zero: list[str],
 ) -> None:
     path, trajectories = rollouts
-    run = run_trade("reward", "variance", str(path), "--data", str(real_dataset), "--scheme", scheme, "--json")
+    run = run_trade("reward", "variance", str(path), "--data", str(sample_dataset), "--scheme", scheme, "--json")
     assert run.code == 0, run.err
     report = json.loads(run.out)
     expected: dict[str, list[float]] = {}
     for t in trajectories:
-        truth = ground_truth(real_store, t.episode.task.date, POOL)
+        truth = ground_truth(sample_store, t.episode.task.date, POOL)
         expected.setdefault(t.task_id, []).append(get_scheme(scheme).score(outcome(t.episode, truth)).score)
     assert {g["key"]: g["scores"] for g in report["per_group"]} == expected
     assert [g["key"] for g in report["per_group"] if g["zero_variance"]] == zero
@@ -225,29 +229,29 @@ def test_variance_counts_groups_whose_scores_are_all_equal(
     assert report["failures"] == {"no_valid_call": 1} and report["ground_truth_from"] == {"trajectory": 4, "data": 5}
     assert "task_id" in report["convention"] and "GRPO" in report["convention"]
 
-    text = run_trade("reward", "variance", str(path), "--data", str(real_dataset), "--scheme", scheme).out
+    text = run_trade("reward", "variance", str(path), "--data", str(sample_dataset), "--scheme", scheme).out
     assert f"zero-variance groups: {len(zero)}/3 ({len(zero) / 3:.1%}) have all scores equal" in text
     assert "9 trajectories in 3 groups by task_id" in text and "group sizes: 2 x 1 group, 3 x 1 group" in text
 
 
 def test_variance_by_date_and_its_errors(
-    real_dataset: Path, rollouts: tuple[Path, list[Trajectory]], tmp_path: Path
+    sample_dataset: Path, rollouts: tuple[Path, list[Trajectory]], tmp_path: Path
 ) -> None:
     path, _ = rollouts
-    run = run_trade("reward", "variance", str(path), "--data", str(real_dataset), "--by", "date", "--json")
+    run = run_trade("reward", "variance", str(path), "--data", str(sample_dataset), "--by", "date", "--json")
     assert [g["key"] for g in json.loads(run.out)["per_group"]] == ["2021-09-10", "2023-03-01", DAY]
     assert "has no ground_truth (pass --data DIR" in _one_error("reward", "variance", str(path))
     assert "no such trajectory file" in _one_error("reward", "variance", str(tmp_path / "none.jsonl"))
     bad = tmp_path / "bad.jsonl"
     bad.write_text(path.read_text().splitlines()[0] + "\n{}\n")
-    assert f"{bad}:2: not a trajectory" in _one_error("reward", "variance", str(bad), "--data", str(real_dataset))
+    assert f"{bad}:2: not a trajectory" in _one_error("reward", "variance", str(bad), "--data", str(sample_dataset))
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert "no trajectories" in _one_error("reward", "variance", str(empty))
 
 
 def test_variance_reads_version_1_records(
-    real_dataset: Path, rollouts: tuple[Path, list[Trajectory]], tmp_path: Path
+    sample_dataset: Path, rollouts: tuple[Path, list[Trajectory]], tmp_path: Path
 ) -> None:
     """Version 1 kept the ground truth as JSON text inside the untyped reward, as verl training wrote it."""
     path, trajectories = rollouts
@@ -272,17 +276,17 @@ def test_variance_reads_version_1_records(
     old.write_text("\n".join(lines) + "\n")
     refused = run_trade("reward", "variance", str(old))  # tasks b and c store none: --data computes theirs
     assert refused.code == 2 and "trajectory 5 " in refused.err and "has no ground_truth" in refused.err
-    data = ["--data", str(real_dataset), "--json"]
+    data = ["--data", str(sample_dataset), "--json"]
     before = json.loads(run_trade("reward", "variance", str(path), *data).out)
     after = run_trade("reward", "variance", str(old), *data)
     assert after.code == 0, after.err
     assert {**json.loads(after.out), "file": ""} == {**before, "file": ""}
 
 
-def test_explain_truncates_after_the_last_allowed_turn_as_training_does(real_store: MarketStore) -> None:
+def test_explain_truncates_after_the_last_allowed_turn_as_training_does(sample_store: MarketStore) -> None:
     from trade_reward.commands.explain import play
     from trade_tools.episode import EpisodeSettings
 
-    episode = Episode.start(Task.model_validate(TASK), real_store, settings=EpisodeSettings(max_turns=2))
+    episode = Episode.start(Task.model_validate(TASK), sample_store, settings=EpisodeSettings(max_turns=2))
     play(episode, [BUY, BUY])
     assert episode.status == "truncated" and episode.turns == 2

@@ -95,7 +95,7 @@ SELL_PINGAN = [{"type": "sell", "symbol": "SZ000001", "amount": 1000}, {"type": 
 @pytest.mark.parametrize("actions", [BUY_MAOTAI, SELL_PINGAN])
 @pytest.mark.slow  # pip-installs the example once per session
 def test_explain_scores_a_real_day_with_the_plugin_scheme(
-    site: Path, real_store: MarketStore, real_dataset: Path, tmp_path: Path, actions: list[dict[str, object]]
+    site: Path, sample_store: MarketStore, sample_dataset: Path, tmp_path: Path, actions: list[dict[str, object]]
 ) -> None:
     task_file = tmp_path / "task.json"
     task_file.write_text(json.dumps(TASK))
@@ -105,7 +105,7 @@ def test_explain_scores_a_real_day_with_the_plugin_scheme(
         "--task",
         str(task_file),
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--actions",
         json.dumps(actions),
         "--scheme",
@@ -116,10 +116,10 @@ def test_explain_scores_a_real_day_with_the_plugin_scheme(
     assert run.code == 0, run.err
     reward = json.loads(run.out)["reward"]
 
-    episode = Episode.start(Task.model_validate(TASK), real_store)
+    episode = Episode.start(Task.model_validate(TASK), sample_store)
     for action in actions:
         episode.call("TakeAction", action)
-    r = outcome(episode, ground_truth(real_store, TASK["date"], TASK["pool"])).r_outcome
+    r = outcome(episode, ground_truth(sample_store, TASK["date"], TASK["pool"])).r_outcome
     assert reward["r_outcome"] == pytest.approx(r, abs=1e-12) and reward["scheme"] == "tanh"
     assert reward["score"] == pytest.approx(math.tanh(50 * r) * (1.5 if r < 0 else 1.0))
 
@@ -171,7 +171,7 @@ def test_a_training_score_by_name_matches_a_hand_calculation(
 
 @pytest.mark.slow  # pip-installs the example once per session
 def test_the_scheme_refuses_settings_that_let_a_failure_outscore_a_trade(
-    site: Path, tmp_path: Path, real_dataset: Path
+    site: Path, tmp_path: Path, sample_dataset: Path
 ) -> None:
     task_file = tmp_path / "task.json"
     task_file.write_text(json.dumps(TASK))
@@ -181,7 +181,7 @@ def test_the_scheme_refuses_settings_that_let_a_failure_outscore_a_trade(
         "--task",
         str(task_file),
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--actions",
         "[]",
         "--scheme",

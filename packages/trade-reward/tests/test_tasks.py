@@ -37,9 +37,9 @@ SEED, PER_DAY = 7, 2
 
 
 @pytest.fixture(scope="module")
-def built(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tasks") / "out"
-    build_tasks(real_dataset, out, split=SHORT, seed=SEED, per_day=PER_DAY)
+    build_tasks(sample_dataset, out, split=SHORT, seed=SEED, per_day=PER_DAY)
     return out
 
 
@@ -51,11 +51,11 @@ def contents(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-def test_layout_records_and_manifest(built: Path, real_dataset: Path) -> None:
+def test_layout_records_and_manifest(built: Path, sample_dataset: Path) -> None:
     assert sorted(p.name for p in built.iterdir()) == ["manifest.json", "train.jsonl", "val.jsonl"]
     manifest = json.loads((built / "manifest.json").read_text())
     assert manifest["synthetic"] is False and manifest["seed"] == SEED
-    assert read_manifest(built).dataset_in(built) == real_dataset.resolve()
+    assert read_manifest(built).dataset_in(built) == sample_dataset.resolve()
     assert manifest["format_version"] == 2
     for split in BOUNDS:
         records = read_records(built, split)
@@ -70,11 +70,11 @@ def test_layout_records_and_manifest(built: Path, real_dataset: Path) -> None:
     assert len(ids) == len(set(ids))
 
 
-def test_prompts_are_the_episode_messages_with_no_future(built: Path, real_store: MarketStore) -> None:
+def test_prompts_are_the_episode_messages_with_no_future(built: Path, sample_store: MarketStore) -> None:
     for split in BOUNDS:
         for record in read_records(built, split)[::9]:
             task, truth = record.task, record.ground_truth
-            assert record.prompt == Episode.start(task, real_store).messages()
+            assert record.prompt == Episode.start(task, sample_store).messages()
             system, user = (m["content"] for m in record.prompt)
             assert f"市场状态（截至{task.date}收盘" in system and f"交易日T0：{task.date}" in user
             assert all(symbol in user for symbol in task.pool)
@@ -82,22 +82,22 @@ def test_prompts_are_the_episode_messages_with_no_future(built: Path, real_store
 
 
 def test_play_and_tiny_practise_the_days_training_draws(
-    real_dataset: Path, real_store: MarketStore, tmp_path: Path
+    sample_dataset: Path, sample_store: MarketStore, tmp_path: Path
 ) -> None:
     """One sampler: `day_task` (play, tiny) gives the task `trade data tasks` draws for the same day and seed."""
-    build_tasks(real_dataset, tmp_path / "out", split="train=2023-01-03:2023-01-31", pool_size="12", seed=5)
+    build_tasks(sample_dataset, tmp_path / "out", split="train=2023-01-03:2023-01-31", pool_size="12", seed=5)
     drawn = tasks_of(tmp_path / "out", "train")
     assert len({len(t.holdings) for t in drawn}) > 2  # the drawn 0..5 holdings, not a fixed three
     for task in drawn:
-        same = day_task(real_store, task.date, pool_size=12, seed=5).model_copy(update={"task_id": task.task_id})
+        same = day_task(sample_store, task.date, pool_size=12, seed=5).model_copy(update={"task_id": task.task_id})
         assert same == task
 
 
-def test_embargo_keeps_every_forward_window_inside_its_split(built: Path, real_store: MarketStore) -> None:
-    calendar = [d.date() for d in real_store.calendar]
+def test_embargo_keeps_every_forward_window_inside_its_split(built: Path, sample_store: MarketStore) -> None:
+    calendar = [d.date() for d in sample_store.calendar]
     for split, (start, end) in BOUNDS.items():
         days = [t.date for t in tasks_of(built, split)]
-        assert all(start <= day and real_store.shift(day, 3) <= end for day in days)
+        assert all(start <= day and sample_store.shift(day, 3) <= end for day in days)
         expected = [d for i, d in enumerate(calendar[:-3]) if start <= d and calendar[i + 3] <= end]
         assert sorted(set(days)) == expected  # every eligible day, nothing in the gaps
         assert days.count(expected[0]) == PER_DAY
@@ -105,12 +105,12 @@ def test_embargo_keeps_every_forward_window_inside_its_split(built: Path, real_s
 
 
 def test_portfolios_are_whole_lots_at_the_previous_close(
-    built: Path, real_store: MarketStore, real_table: pd.DataFrame, sample_data: Path
+    built: Path, sample_store: MarketStore, sample_table: pd.DataFrame, sample_data: Path
 ) -> None:
     members = read_instruments_file(sample_data / "csi300.txt")
     tasks = tasks_of(built, "train") + tasks_of(built, "val")
     for task in tasks:
-        view = real_store.asof(task.date)
+        view = sample_store.asof(task.date)
         assert 10 <= len(task.pool) <= 30 and task.cash >= 0
         assert set(task.cost_basis) == set(task.holdings) and len(task.holdings) <= 5
         invested = sum(n * task.cost_basis[s] for s, n in task.holdings.items())
@@ -126,27 +126,27 @@ def test_portfolios_are_whole_lots_at_the_previous_close(
     held = [(t.date, s, c) for t in tasks[::15] for s, c in t.cost_basis.items()][:8]
     assert held
     for day, symbol, cost in held:  # by hand: the last traded close before T0, on T0's basis (ex-dates: ex-right)
-        bars = real_table[(real_table["symbol"] == symbol) & (real_table["date"] <= pd.Timestamp(day))]
+        bars = sample_table[(sample_table["symbol"] == symbol) & (sample_table["date"] <= pd.Timestamp(day))]
         traded = bars[bars["volume"] > 0]
         before = traded[traded["date"] < pd.Timestamp(day)].iloc[-1]
         expected = math.floor(before["close"] * before["factor"] / traded["factor"].iloc[-1] * 100 + 0.5 + 1e-9) / 100
         assert cost == pytest.approx(expected, abs=1e-6)
 
 
-def test_the_same_seed_gives_the_same_bytes(built: Path, real_dataset: Path, tmp_path: Path) -> None:
-    build_tasks(real_dataset, tmp_path / "again", split=SHORT, seed=SEED, per_day=PER_DAY)
+def test_the_same_seed_gives_the_same_bytes(built: Path, sample_dataset: Path, tmp_path: Path) -> None:
+    build_tasks(sample_dataset, tmp_path / "again", split=SHORT, seed=SEED, per_day=PER_DAY)
     assert contents(tmp_path / "again") == contents(built)
-    build_tasks(real_dataset, tmp_path / "other", split=SHORT, seed=SEED + 1, per_day=PER_DAY)
+    build_tasks(sample_dataset, tmp_path / "other", split=SHORT, seed=SEED + 1, per_day=PER_DAY)
     assert (tmp_path / "other" / "train.jsonl").read_bytes() != (built / "train.jsonl").read_bytes()
 
 
 @pytest.mark.slow
 def test_prompts_ignore_the_future_the_ground_truth_does_not(
-    built: Path, real_table: pd.DataFrame, sample_data: Path, tmp_path: Path
+    built: Path, sample_table: pd.DataFrame, sample_data: Path, tmp_path: Path
 ) -> None:
     t0 = pd.Timestamp("2023-02-15")
     members = read_instruments_file(sample_data / "csi300.txt")
-    table, new_members = perturb_future(real_table, members, t0, seed=3)
+    table, new_members = perturb_future(sample_table, members, t0, seed=3)
     perturbed = write_dataset(
         table,
         tmp_path / "perturbed",
@@ -181,12 +181,12 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize(("args", "message"), BAD_INPUTS, ids=[m for _, m in BAD_INPUTS])
 def test_bad_inputs_are_one_line_errors_that_leave_out_alone(
-    args: list[str], message: str, built: Path, real_dataset: Path, tmp_path: Path
+    args: list[str], message: str, built: Path, sample_dataset: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
     shutil.copytree(built, out)
     before = contents(out)
-    base = ["data", "tasks", "--data", str(real_dataset), "--out", str(out), "--split", SHORT]
+    base = ["data", "tasks", "--data", str(sample_dataset), "--out", str(out), "--split", SHORT]
     run = run_trade(*base, *args, cwd=tmp_path)  # a repeated option: the last one wins
     errors = [line for line in run.err.splitlines() if line.startswith("error:")]
     assert run.code == 2 and len(errors) == 1 and message in errors[0], run.err
@@ -195,7 +195,7 @@ def test_bad_inputs_are_one_line_errors_that_leave_out_alone(
 
 
 def test_a_failed_write_leaves_out_alone(
-    built: Path, real_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    built: Path, sample_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "out"
     shutil.copytree(built, out)
@@ -209,25 +209,25 @@ def test_a_failed_write_leaves_out_alone(
 
     monkeypatch.setattr(folder_module, "write_split", fail_on_val)
     with pytest.raises(OSError, match="disk full"):
-        build_tasks(real_dataset, out, split=SHORT, seed=SEED + 1)
+        build_tasks(sample_dataset, out, split=SHORT, seed=SEED + 1)
     assert contents(out) == before and [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
-def test_a_folder_that_is_not_a_tasks_folder_is_not_replaced(real_dataset: Path, tmp_path: Path) -> None:
+def test_a_folder_that_is_not_a_tasks_folder_is_not_replaced(sample_dataset: Path, tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("mine")
     with pytest.raises(TradeError, match="is not a tasks folder"):
-        build_tasks(real_dataset, tmp_path, split=SHORT)
+        build_tasks(sample_dataset, tmp_path, split=SHORT)
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
 @pytest.mark.real_data
-def test_cli_builds_and_shows_stats(real_dataset: Path, tmp_path: Path) -> None:
+def test_cli_builds_and_shows_stats(sample_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "tasks"
     run = run_trade(
         "data",
         "tasks",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--out",
         str(out),
         "--split",
@@ -276,7 +276,7 @@ def test_a_synthetic_dataset_is_flagged(tmp_path: Path) -> None:
 
 @pytest.mark.real_data
 def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
-    real_dataset: Path, real_store: MarketStore, tmp_path: Path
+    sample_dataset: Path, sample_store: MarketStore, tmp_path: Path
 ) -> None:
     """`trade data tasks --anonymize`: the same draws and ground truth, each task flagged and its prompt anonymized
     (the one training and `trade eval tasks` replay), so no stock code or calendar date reaches the model."""
@@ -285,7 +285,7 @@ def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
         "data",
         "tasks",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--out",
         str(tmp_path / "anon"),
         "--split",
@@ -295,13 +295,13 @@ def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
         "--anonymize",
     )
     assert run.code == 0, run.err
-    build_tasks(real_dataset, tmp_path / "plain", split=split, seed=SEED)
+    build_tasks(sample_dataset, tmp_path / "plain", split=split, seed=SEED)
     records, plain = read_records(tmp_path / "anon", "train"), read_records(tmp_path / "plain", "train")
     assert len(records) == len(plain) > 10
     for record, reference in zip(records, plain, strict=True):
         assert record.task == reference.task.model_copy(update={"anonymized": True})
         assert record.ground_truth == reference.ground_truth
-        assert record.prompt == Episode.start(record.task, real_store).messages() != reference.prompt
+        assert record.prompt == Episode.start(record.task, sample_store).messages() != reference.prompt
         text = "\n".join(m["content"] for m in record.prompt)
         assert re.search(r"(?i)(SH|SZ|BJ)\d{6}|\d{4}-\d{2}-\d{2}|\b\d{2}-\d{2}\b", text) is None, text
         assert "交易日：T0（" in text and "T0：T0" not in text and "市场状态（截至T0收盘" in text
@@ -309,11 +309,11 @@ def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
 
 
 def test_the_dataset_is_found_from_anywhere_and_moves_with_the_tasks(
-    real_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sample_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Built with relative paths from one folder, read from another; then both folders moved together."""
     project = tmp_path / "project"
-    shutil.copytree(real_dataset, project / "data")
+    shutil.copytree(sample_dataset, project / "data")
     monkeypatch.chdir(project)
     build_tasks(Path("data"), Path("tasks"), split="train=2024-01-02:2024-01-31", per_day=1, seed=SEED)
     monkeypatch.chdir(tmp_path)

@@ -46,7 +46,7 @@ def find_day():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def open_day(real_store: MarketStore):  # type: ignore[no-untyped-def]
+def open_day(sample_store: MarketStore):  # type: ignore[no-untyped-def]
     """Start an Episode on the real data: ``open_day(date, pool, holdings=..., cash=...)``."""
 
     def start(
@@ -57,7 +57,7 @@ def open_day(real_store: MarketStore):  # type: ignore[no-untyped-def]
         **kwargs: object,
     ) -> Episode:
         task = Task(task_id="t", date=date, pool=pool, holdings=holdings or {}, cash=cash)  # type: ignore[arg-type]
-        return Episode.start(task, real_store, **kwargs)  # type: ignore[arg-type]
+        return Episode.start(task, sample_store, **kwargs)  # type: ignore[arg-type]
 
     return start
 

@@ -104,23 +104,25 @@ def alpha_texts() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def real_qlib(real_dataset: Path, real_store: MarketStore, alpha_texts: dict[str, str]) -> pd.DataFrame:
+def real_qlib(sample_dataset: Path, sample_store: MarketStore, alpha_texts: dict[str, str]) -> pd.DataFrame:
     """Qlib's values of every Alpha158 factor and custom expression for the pools of all T0s."""
-    symbols = [s for t0 in T0S for s in _pool(real_store, t0)]
-    return _qlib_features(real_dataset, symbols, [*alpha_texts.values(), *CUSTOM], max(T0S))
+    symbols = [s for t0 in T0S for s in _pool(sample_store, t0)]
+    return _qlib_features(sample_dataset, symbols, [*alpha_texts.values(), *CUSTOM], max(T0S))
 
 
 @pytest.fixture(scope="module")
-def gapped(real_table: pd.DataFrame, real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def gapped(sample_table: pd.DataFrame, sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Real bars of eight symbols (two listed late, one long suspended) with 6% of the days inside
     each symbol's span deleted: NaN gaps inside Qlib's series, which the real data does not have."""
     symbols = ["SH600519", "SZ000001", "SH601318", "SZ300750", "SH688187", "SH601728", "SZ000538", "SH000300"]
-    table = real_table[real_table["symbol"].isin(symbols)].reset_index(drop=True)
+    table = sample_table[sample_table["symbol"].isin(symbols)].reset_index(drop=True)
     span = table.groupby("symbol")["date"].transform
     inside = (table["date"] > span("min")) & (table["date"] < span("max"))
     dropped = inside & (np.random.default_rng(7).random(len(table)) < 0.06)
     out = tmp_path_factory.mktemp("gapped") / "cn"
-    return write_dataset(table[~dropped], out, meta=DatasetMeta(source="gapped"), calendar=read_calendar(real_dataset))
+    return write_dataset(
+        table[~dropped], out, meta=DatasetMeta(source="gapped"), calendar=read_calendar(sample_dataset)
+    )
 
 
 def _mismatches(
@@ -139,22 +141,22 @@ def _mismatches(
 
 @pytest.mark.qlib
 def test_alpha158_at_t0_equals_qlib(
-    real_store: MarketStore, real_qlib: pd.DataFrame, alpha_texts: dict[str, str]
+    sample_store: MarketStore, real_qlib: pd.DataFrame, alpha_texts: dict[str, str]
 ) -> None:
     table = alpha158()
     assert list(table) == list(alpha_texts) and len(table) == 157
     frame = real_qlib.rename(columns={text: name for name, text in alpha_texts.items()})
     for t0 in T0S:
-        pool = _pool(real_store, t0)
+        pool = _pool(sample_store, t0)
         assert len(pool) >= 9
-        assert _mismatches(real_store, t0, pool, table, frame) == [], t0
+        assert _mismatches(sample_store, t0, pool, table, frame) == [], t0
 
 
 @pytest.mark.qlib
-def test_custom_expressions_at_t0_equal_qlib(real_store: MarketStore, real_qlib: pd.DataFrame) -> None:
+def test_custom_expressions_at_t0_equal_qlib(sample_store: MarketStore, real_qlib: pd.DataFrame) -> None:
     nodes = {text: parse_expression(text) for text in CUSTOM}
     for t0 in T0S:
-        assert _mismatches(real_store, t0, _pool(real_store, t0), nodes, real_qlib) == [], t0
+        assert _mismatches(sample_store, t0, _pool(sample_store, t0), nodes, real_qlib) == [], t0
 
 
 @pytest.mark.qlib
@@ -191,13 +193,13 @@ def test_lookback_is_qlib_window(real_qlib: pd.DataFrame, alpha_texts: dict[str,
             )
 
 
-def test_columns_hold_qlib_bins(real_store: MarketStore, real_dataset: Path) -> None:
-    pool = _pool(real_store, T0S[1])
-    view = real_store.asof(T0S[1])
+def test_columns_hold_qlib_bins(sample_store: MarketStore, sample_dataset: Path) -> None:
+    pool = _pool(sample_store, T0S[1])
+    view = sample_store.asof(T0S[1])
     columns = columns_at(view, pool)
     for j, symbol in enumerate(pool):
         for name, values in columns.items():
-            start, stored = read_feature(real_dataset, symbol, name)
+            start, stored = read_feature(sample_dataset, symbol, name)
             expected = np.full(view.index + 1, np.nan)
             expected[start : view.index + 1] = stored[: view.index + 1 - start]
             if name == "volume":  # the store keeps shares, so shares / factor may land one float32 step away
@@ -207,10 +209,10 @@ def test_columns_hold_qlib_bins(real_store: MarketStore, real_dataset: Path) -> 
 
 
 @pytest.mark.real_data
-def test_trailing_columns_give_the_same_values(real_store: MarketStore) -> None:
+def test_trailing_columns_give_the_same_values(sample_store: MarketStore) -> None:
     """``columns_at(rows=lookback+1)`` is enough for the value at T0 (this data has no NaN gaps)."""
     for t0 in T0S:
-        view, pool = real_store.asof(t0), _pool(real_store, t0)
+        view, pool = sample_store.asof(t0), _pool(sample_store, t0)
         full = columns_at(view, pool)
         for node in alpha158().values():
             trailing = columns_at(view, pool, rows=lookback(node) + 1)
@@ -266,10 +268,12 @@ class _Columns(dict[str, np.ndarray]):
 
 
 @pytest.fixture(scope="module")
-def span(real_store: MarketStore) -> _Columns:
+def span(sample_store: MarketStore) -> _Columns:
     """200 real rows for the pool of 2021-11-15 (a fresh listing, suspended stocks, the index)."""
-    end = real_store.day_index(SPAN[0]) + SPAN[1] - 1
-    return _Columns(columns_at(real_store.asof(real_store.calendar[end]), _pool(real_store, T0S[1]), rows=SPAN[1]))
+    end = sample_store.day_index(SPAN[0]) + SPAN[1] - 1
+    return _Columns(
+        columns_at(sample_store.asof(sample_store.calendar[end]), _pool(sample_store, T0S[1]), rows=SPAN[1])
+    )
 
 
 def _parsed(text: str) -> Node:
@@ -298,10 +302,10 @@ def test_no_accepted_expression_reads_after_t0(span: _Columns, text: str, t0: in
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 12, 60, 250])
-def test_ema_at_t0_is_within_its_tail_weight_of_the_full_history(real_store: MarketStore, n: int) -> None:
+def test_ema_at_t0_is_within_its_tail_weight_of_the_full_history(sample_store: MarketStore, n: int) -> None:
     """EMA keeps ``ema_tail(n)`` rows: the dropped older rows move it by at most 1e-6 of its input's range."""
     for t0 in T0S:
-        columns = columns_at(real_store.asof(t0), _pool(real_store, t0))
+        columns = columns_at(sample_store.asof(t0), _pool(sample_store, t0))
         for field in ("close", "volume"):
             node = parse_expression(f"EMA(${field}, {n})")
             full = evaluate(node, columns)[-1]

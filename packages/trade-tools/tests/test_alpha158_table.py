@@ -22,10 +22,10 @@ finally:
 """
 
 
-def test_a_named_factor_call_never_imports_qlib(real_dataset: Path) -> None:
+def test_a_named_factor_call_never_imports_qlib(sample_dataset: Path) -> None:
     """`trade tools call compute_alpha_factor ROC20` in a fresh process leaves ``qlib`` out of sys.modules."""
     arguments = json.dumps({"expression": "ROC20", "symbols": POOL})
-    command = ["tools", "call", "compute_alpha_factor", "--data", str(real_dataset), "--date", "2024-06-14"]
+    command = ["tools", "call", "compute_alpha_factor", "--data", str(sample_dataset), "--date", "2024-06-14"]
     run = subprocess.run(
         [sys.executable, "-c", CALL_AND_LIST_QLIB, *command, "--pool", ",".join(POOL), "--args", arguments],
         capture_output=True,

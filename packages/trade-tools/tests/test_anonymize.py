@@ -93,39 +93,39 @@ def every_call(episode: Episode) -> list[tuple[str, Any]]:
 
 
 @pytest.mark.parametrize("date", DATES)
-def test_no_real_symbol_or_date_reaches_the_model(date: str, real_store: MarketStore) -> None:
-    episode = anonymized(real_store, date, seed=3)
+def test_no_real_symbol_or_date_reaches_the_model(date: str, sample_store: MarketStore) -> None:
+    episode = anonymized(sample_store, date, seed=3)
     texts = [m["content"] for m in episode.messages()] + [json.dumps(episode.tool_schemas(), ensure_ascii=False)]
     answers = [episode.call(name, arguments) for name, arguments in every_call(episode)]
     for text in texts + answers:
-        assert not leaks(text, real_store), (leaks(text, real_store), text)
+        assert not leaks(text, sample_store), (leaks(text, sample_store), text)
     assert episode.internal_errors == 0
     assert not answers[0].startswith("错误") and answers[0].count("- ") >= len(INDICATORS)
     assert "市场状态（截至T0收盘" in texts[0] and f"收{INDEX_LEVEL:.2f}" in answers[len(episode.task.pool) + 13]
 
 
-def test_every_board_reads_as_its_board(real_store: MarketStore) -> None:
+def test_every_board_reads_as_its_board(sample_store: MarketStore) -> None:
     """The price limits depend on the board, so the alias keeps it (and nothing else of the code)."""
-    view = real_store.asof("2025-06-19")
+    view = sample_store.asof("2025-06-19")
     pool = [next(s for s in view.members("csi300") if board_of(s) is board) for board in (Board.MAIN, Board.CHINEXT)]
     pool += [next(s for s in view.members("csi300") if board_of(s) is Board.STAR)]
-    episode = anonymized(real_store, "2025-06-19", pool=pool)
+    episode = anonymized(sample_store, "2025-06-19", pool=pool)
     assert [episode.aliases.symbols[s][:-3] for s in pool] == ["主板", "创业板", "科创板"]  # type: ignore[union-attr]
     assert all(re.fullmatch(r"\D+\d{3}", episode.aliases.symbols[s]) for s in pool)  # type: ignore[union-attr]
 
 
-def test_lists_follow_the_aliases_not_the_codes(real_store: MarketStore) -> None:
+def test_lists_follow_the_aliases_not_the_codes(sample_store: MarketStore) -> None:
     """Listed in code order, the aliases would tell SH from SZ stocks (SH600... sorts before SZ000...)."""
-    episode = anonymized(real_store, "2024-06-14", seed=1)
+    episode = anonymized(sample_store, "2024-06-14", seed=1)
     pool = episode.messages()[1]["content"].split("只）：")[1].splitlines()[0].split(", ")
     assert pool == sorted(episode.aliases.symbols[s] for s in episode.task.pool)  # type: ignore[union-attr]
     error = episode.call("get_price_data", {"symbol": "nothing"})
     assert error.endswith(", ".join(pool[:8]) + " 等")
 
 
-def test_a_real_symbol_does_not_trade_and_an_alias_trades_the_real_stock(real_store: MarketStore) -> None:
-    plain = Episode.start(day_task(real_store, "2024-06-14", pool_size=12, seed=1), real_store)
-    episode = anonymized(real_store, "2024-06-14", seed=1)
+def test_a_real_symbol_does_not_trade_and_an_alias_trades_the_real_stock(sample_store: MarketStore) -> None:
+    plain = Episode.start(day_task(sample_store, "2024-06-14", pool_size=12, seed=1), sample_store)
+    episode = anonymized(sample_store, "2024-06-14", seed=1)
     symbol = episode.task.pool[2]
     refused = episode.call("TakeAction", {"type": "buy", "symbol": symbol, "amount": 100})
     assert refused.startswith(f"订单被拒绝：{OTHER_SYMBOL} 不在股票池中") and episode.cash == plain.cash
@@ -137,13 +137,13 @@ def test_a_real_symbol_does_not_trade_and_an_alias_trades_the_real_stock(real_st
     assert episode.positions == plain.positions and episode.cash == plain.cash
 
 
-def test_the_same_task_gets_the_same_aliases_and_another_task_others(real_store: MarketStore) -> None:
-    first, again = anonymized(real_store, "2024-06-14", seed=1), anonymized(real_store, "2024-06-14", seed=1)
+def test_the_same_task_gets_the_same_aliases_and_another_task_others(sample_store: MarketStore) -> None:
+    first, again = anonymized(sample_store, "2024-06-14", seed=1), anonymized(sample_store, "2024-06-14", seed=1)
     assert first.aliases == again.aliases and first.messages() == again.messages()
     task = first.task.model_copy(update={"task_id": "another"})
-    other = Episode.start(task, real_store)
+    other = Episode.start(task, sample_store)
     assert other.aliases.symbols != first.aliases.symbols  # type: ignore[union-attr]
-    plain = Episode.start(task.model_copy(update={"anonymized": False}), real_store)
+    plain = Episode.start(task.model_copy(update={"anonymized": False}), sample_store)
     assert other.tool_schemas() == first.tool_schemas() == hide_schemas(plain.tool_schemas())  # one verl tool config
 
 
@@ -152,8 +152,8 @@ def test_hidden_schemas_name_each_index_once() -> None:
     assert "index 可选 上证指数、沪深300指数、中证500指数，" in macro["function"]["description"]
 
 
-def test_reveal_gives_back_the_real_symbols_and_dates(real_store: MarketStore, tmp_path: Path) -> None:
-    day = TradingDay(anonymized(real_store, "2024-06-14", seed=1))
+def test_reveal_gives_back_the_real_symbols_and_dates(sample_store: MarketStore, tmp_path: Path) -> None:
+    day = TradingDay(anonymized(sample_store, "2024-06-14", seed=1))
     symbol = day.episode.task.pool[0]
     alias = day.episode.aliases.symbols[symbol]  # type: ignore[union-attr]
     day.turn("", [("get_price_data", json.dumps({"symbol": alias}, ensure_ascii=False))])
@@ -163,24 +163,24 @@ def test_reveal_gives_back_the_real_symbols_and_dates(real_store: MarketStore, t
     text = next(m.content for m in stored.messages if m.role == "tool")
     assert stored.episode.aliases == day.episode.aliases and "T-1" in text and symbol not in text
     revealed = stored.episode.reveal(text)
-    assert f"## {symbol} " in revealed and f"({real_store.shift('2024-06-14', -1)})" not in text
-    assert str(real_store.shift("2024-06-14", -4)) in revealed and "T-" not in revealed
+    assert f"## {symbol} " in revealed and f"({sample_store.shift('2024-06-14', -1)})" not in text
+    assert str(sample_store.shift("2024-06-14", -4)) in revealed and "T-" not in revealed
 
 
-def test_a_plain_task_and_episode_serialise_as_before(real_store: MarketStore) -> None:
-    task = day_task(real_store, "2024-06-14", pool_size=5, seed=1)
+def test_a_plain_task_and_episode_serialise_as_before(sample_store: MarketStore) -> None:
+    task = day_task(sample_store, "2024-06-14", pool_size=5, seed=1)
     keys = ["task_id", "date", "pool", "holdings", "cost_basis", "cash", "universe", "index"]
     assert list(json.loads(task.model_dump_json())) == keys and list(task.model_dump()) == keys
-    episode = Episode.start(task, real_store)
+    episode = Episode.start(task, sample_store)
     assert "aliases" not in episode.model_dump() and episode.hide("SH600519 2024-06-14") == "SH600519 2024-06-14"
     assert episode.reveal("主板001 T-1") == "主板001 T-1"
     flagged = task.model_copy(update={"anonymized": True})
     assert Task.model_validate_json(flagged.model_dump_json()).anonymized
 
 
-def test_a_stored_anonymized_episode_reads_the_same_after_bind(real_store: MarketStore) -> None:
-    episode = anonymized(real_store, "2023-08-28", seed=2)
-    loaded = Episode.model_validate_json(episode.model_dump_json()).bind(real_store)
+def test_a_stored_anonymized_episode_reads_the_same_after_bind(sample_store: MarketStore) -> None:
+    episode = anonymized(sample_store, "2023-08-28", seed=2)
+    loaded = Episode.model_validate_json(episode.model_dump_json()).bind(sample_store)
     alias = next(iter(episode.aliases.symbols.values()))  # type: ignore[union-attr]
     assert loaded.messages() == episode.messages()
     assert loaded.call("get_price_data", {"symbol": alias}) == episode.call("get_price_data", {"symbol": alias})
@@ -188,10 +188,10 @@ def test_a_stored_anonymized_episode_reads_the_same_after_bind(real_store: Marke
 
 @pytest.mark.slow
 def test_anonymized_texts_ignore_the_future(
-    real_store: MarketStore, real_table: pd.DataFrame, sample_data: Path, tmp_path: Path
+    sample_store: MarketStore, sample_table: pd.DataFrame, sample_data: Path, tmp_path: Path
 ) -> None:
     t0 = pd.Timestamp("2024-06-14")
-    table, members = perturb_future(real_table, read_instruments_file(sample_data / "csi300.txt"), t0, 5)
+    table, members = perturb_future(sample_table, read_instruments_file(sample_data / "csi300.txt"), t0, 5)
     out = write_dataset(
         table,
         tmp_path / "perturbed",
@@ -200,23 +200,23 @@ def test_anonymized_texts_ignore_the_future(
         universes={"csi300": members},
     )
     perturbed = MarketStore.load(out)
-    original, changed = anonymized(real_store, "2024-06-14", seed=4), anonymized(perturbed, "2024-06-14", seed=4)
+    original, changed = anonymized(sample_store, "2024-06-14", seed=4), anonymized(perturbed, "2024-06-14", seed=4)
     assert changed.messages() == original.messages() and changed.tool_schemas() == original.tool_schemas()
     for name, arguments in every_call(original):
         assert changed.call(name, arguments) == original.call(name, arguments), (name, arguments)
     assert changed.model_dump() == original.model_dump()
 
 
-def test_dates_off_the_calendar_stay_relative(real_store: MarketStore) -> None:
+def test_dates_off_the_calendar_stay_relative(sample_store: MarketStore) -> None:
     """A date that is not a trading day up to T0 (a rule change, a weekend) is a count of days, never a date."""
-    episode = anonymized(real_store, "2023-08-28")
+    episode = anonymized(sample_store, "2023-08-28")
     assert episode.hide("2023-08-27 20230901 2023年8月 2023-02-30") == "T0前1个自然日 T0后4个自然日 某年 某日"
     assert episode.aliases.reveal("T0前1个自然日") == "2023-08-27"  # type: ignore[union-attr]
     assert dt.date(2023, 8, 28) == episode.task.date
 
 
-def test_call_and_play_take_anonymize(real_dataset: Path, tmp_path: Path) -> None:
-    base = ["--data", str(real_dataset), "--date", "2024-06-14", "--pool", "SH600519,SZ000001", "--anonymize"]
+def test_call_and_play_take_anonymize(sample_dataset: Path, tmp_path: Path) -> None:
+    base = ["--data", str(sample_dataset), "--date", "2024-06-14", "--pool", "SH600519,SZ000001", "--anonymize"]
     run = run_trade("tools", "call", "get_price_data", *base, "--args", '{"symbol": "SH600519"}')
     assert run.code == 1 and run.out.startswith(f"错误：{OTHER_SYMBOL} 不在股票池中；股票池共2只：主板")
     script = "help\nstate\nprompt\ntools\nstop\n"
@@ -225,6 +225,6 @@ def test_call_and_play_take_anonymize(real_dataset: Path, tmp_path: Path) -> Non
     )
     assert run.code == 0, run.err
     model_view = run.out.split("状态：stopped")[0]
-    assert not leaks(model_view, MarketStore.load(real_dataset)), leaks(model_view, MarketStore.load(real_dataset))
+    assert not leaks(model_view, MarketStore.load(sample_dataset)), leaks(model_view, MarketStore.load(sample_dataset))
     (stored,) = read_trajectories(tmp_path / "d.jsonl")
     assert stored.episode.task.anonymized and "SZ000001" in stored.episode.aliases.reveal(model_view)  # type: ignore[union-attr]

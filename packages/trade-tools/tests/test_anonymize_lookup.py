@@ -146,7 +146,7 @@ def attack(store: MarketStore, anonymized: bool, universe: str, seed: int = 7, n
 def test_a_lookup_of_the_shown_bars_names_no_more_aliases_than_chance(
     market: str, request: pytest.FixtureRequest
 ) -> None:
-    store = request.getfixturevalue("synth_store" if market == "synthetic" else "real_store")
+    store = request.getfixturevalue("synth_store" if market == "synthetic" else "sample_store")
     universe = "all" if market == "synthetic" else "csi300"
     shares = attack(store, anonymized=True, universe=universe)
     figures = ", ".join(f"{name} {share:.0%}" for name, share in shares.items())
@@ -189,7 +189,7 @@ def test_an_order_in_units_is_the_real_order_of_its_fill(market: str, request: p
     """Over many random episodes: each fill's shares are whole lots (STAR: at least the minimum) worth at most the
     units ordered, its text reads units x shown price = CNY, and the plain episode given those shares fills the same,
     so cash, holdings and value agree to the cent."""
-    store = request.getfixturevalue("synth_store" if market == "synthetic" else "real_store")
+    store = request.getfixturevalue("synth_store" if market == "synthetic" else "sample_store")
     rng = np.random.default_rng(3)
     filled = 0
     for t in rng.choice(np.arange(30, len(store.dates)), size=25, replace=False):
@@ -213,7 +213,7 @@ def test_units_for_types_the_shares_code_sizes_an_order_in(market: str, request:
     """``units_for``: the units whose order trades exactly the real shares asked for, for whole lots while a unit
     is at most a lot and for STAR counts while it is at most a share (else the fewest units trading more); a sell
     of every sellable share and a part of a holding too. A plain episode types the shares themselves."""
-    store = request.getfixturevalue("synth_store" if market == "synthetic" else "real_store")
+    store = request.getfixturevalue("synth_store" if market == "synthetic" else "sample_store")
     rng = np.random.default_rng(5)
     exact = coarse = 0
     for t in rng.choice(np.arange(30, len(store.dates)), size=DAYS, replace=False):
@@ -239,11 +239,11 @@ def test_units_for_types_the_shares_code_sizes_an_order_in(market: str, request:
     assert exact > 1000 and (coarse or market == "real")  # its pools drawn here hold no STAR unit over a share
 
 
-def test_relative_figures_read_as_in_the_plain_episode(real_store: MarketStore) -> None:
+def test_relative_figures_read_as_in_the_plain_episode(sample_store: MarketStore) -> None:
     """Changes, RSI, volatility and a ratio factor's values and ranks are the plain episode's, digit for digit."""
-    task = day_task(real_store, "2024-06-14", pool_size=POOL, seed=2)
-    anonymized = Episode.start(task.model_copy(update={"anonymized": True}), real_store)
-    plain = Episode.start(task, real_store)
+    task = day_task(sample_store, "2024-06-14", pool_size=POOL, seed=2)
+    anonymized = Episode.start(task.model_copy(update={"anonymized": True}), sample_store)
+    plain = Episode.start(task, sample_store)
     alias = anonymized.aliases.symbols  # type: ignore[union-attr]
     percents = re.compile(r"[+-]?\d+\.\d+%|RSI_14: [\d.]+")
     for symbol in task.pool:
@@ -259,13 +259,13 @@ def test_relative_figures_read_as_in_the_plain_episode(real_store: MarketStore) 
     )
 
 
-def test_the_rules_read_the_same_on_every_day(real_store: MarketStore) -> None:
+def test_the_rules_read_the_same_on_every_day(sample_store: MarketStore) -> None:
     """The stamp duty changed on 2023-08-28 and ChiNext's limit on 2020-08-24: an anonymized rules text that
     followed them would date T0."""
     texts = set()
     for day in ("2019-06-03", "2021-06-01", "2024-06-14"):
-        task = day_task(real_store, day, pool_size=POOL, seed=0).model_copy(update={"anonymized": True})
-        system = Episode.start(task, real_store).messages()[0]["content"]
+        task = day_task(sample_store, day, pool_size=POOL, seed=0).model_copy(update={"anonymized": True})
+        system = Episode.start(task, sample_store).messages()[0]["content"]
         texts.add(system.split("## 交易规则")[1].split("## 工作流程")[0])
     assert len(texts) == 1
 
@@ -325,7 +325,7 @@ def test_the_noise_breaks_the_scale_free_lookup_at_a_measured_cost(market: str, 
     lookup that names every alias without it names at most 5% at :data:`GUARDED_NOISE` (as does every lookup
     that does not know T0). Prints the README's rows: lookup shares and the cost to a factor's signal (on the
     signal market: a planted KMID)."""
-    store = request.getfixturevalue("signal_store" if market == "synthetic" else "real_store")
+    store = request.getfixturevalue("signal_store" if market == "synthetic" else "sample_store")
     universe = "all" if market == "synthetic" else "csi300"
     rows, guarded = [], []
     for noise in (0.0, *NOISES):
@@ -365,10 +365,10 @@ def summary_lookup(store: MarketStore, universe: str) -> tuple[float, float]:
     return unique / len(days), picked / len(days)
 
 
-def test_the_market_summary_names_no_day(real_store: MarketStore) -> None:
+def test_the_market_summary_names_no_day(sample_store: MarketStore) -> None:
     """The summary's figures (上涨172/298家, a 20-day change to 0.01%) named every day among the 1,941 of the real
     sample; anonymized it shows three labels, which at most 5% of days show alone (measured: none)."""
-    unique, picked = summary_lookup(real_store, "csi300")
+    unique, picked = summary_lookup(sample_store, "csi300")
     print(f"\nmarket summary: {unique:.0%} of days named alone, a pick among the matching dates names {picked:.1%}")
     assert unique <= IDENTIFIED_AT_MOST, (unique, picked)
 

@@ -32,8 +32,8 @@ def test_list_shows_the_four_tools() -> None:
     assert names == ["get_price_data", "get_macro_indicators", "compute_alpha_factor", "TakeAction"]
 
 
-def test_call_prints_the_text_and_fails_on_error_texts(real_dataset: Path) -> None:
-    base = ["tools", "call", "--data", str(real_dataset), "--date", "2024-06-14", "--pool", "SH600519,SZ000001"]
+def test_call_prints_the_text_and_fails_on_error_texts(sample_dataset: Path) -> None:
+    base = ["tools", "call", "--data", str(sample_dataset), "--date", "2024-06-14", "--pool", "SH600519,SZ000001"]
     run = run_trade(*base[:2], "get_macro_indicators", *base[2:], "--args", '{"index": "SH000905"}')
     assert run.code == 0 and "中证500(SH000905)" in run.out
     run = run_trade(*base[:2], "get_price_data", *base[2:], "--args", '{"symbol": "SH601318"}')
@@ -44,7 +44,7 @@ def test_call_prints_the_text_and_fails_on_error_texts(real_dataset: Path) -> No
     )
 
 
-def test_play_a_scripted_day_and_save_the_trajectory(real_dataset: Path, tmp_path: Path) -> None:
+def test_play_a_scripted_day_and_save_the_trajectory(sample_dataset: Path, tmp_path: Path) -> None:
     script = (
         "\n".join(
             [
@@ -62,7 +62,7 @@ def test_play_a_scripted_day_and_save_the_trajectory(real_dataset: Path, tmp_pat
         "tools",
         "play",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--date",
         "2024-06-14",
         "--pool",

@@ -35,8 +35,8 @@ def _one_line_error(code: int, output: str, message: str) -> None:
         "２０２４-06-14",
     ],
 )
-def test_a_date_is_yyyy_mm_dd_only(real_dataset: Path, text: str) -> None:
-    code, output = _trade("tools", "call", "get_macro_indicators", "--data", str(real_dataset), "--date", text)
+def test_a_date_is_yyyy_mm_dd_only(sample_dataset: Path, text: str) -> None:
+    code, output = _trade("tools", "call", "get_macro_indicators", "--data", str(sample_dataset), "--date", text)
     _one_line_error(code, output, f"--date {text!r} is not a date YYYY-MM-DD (e.g. 2024-06-14)")
 
 
@@ -58,13 +58,13 @@ def test_every_date_option_takes_yyyy_mm_dd_only(args: list[str], tmp_path: Path
 
 
 @pytest.mark.parametrize("pool", [[], ["--pool", "SH600519"]], ids=["sampled", "given"])
-def test_an_unknown_universe_is_refused(real_dataset: Path, pool: list[str]) -> None:
+def test_an_unknown_universe_is_refused(sample_dataset: Path, pool: list[str]) -> None:
     code, output = _trade(
         "tools",
         "call",
         "get_macro_indicators",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--date",
         "2024-06-14",
         "--universe",
@@ -91,22 +91,22 @@ def test_an_unknown_universe_is_refused(real_dataset: Path, pool: list[str]) -> 
         (["--pool", ","], "the stock pool is empty (e.g. --pool SH600519,SZ000001)"),
     ],
 )
-def test_bad_account_options_are_one_line(real_dataset: Path, args: list[str], message: str) -> None:
-    code, output = _trade("tools", "play", "--data", str(real_dataset), "--date", "2024-06-14", *args)
+def test_bad_account_options_are_one_line(sample_dataset: Path, args: list[str], message: str) -> None:
+    code, output = _trade("tools", "play", "--data", str(sample_dataset), "--date", "2024-06-14", *args)
     _one_line_error(code, output, message)
 
 
-def test_a_negative_seed_is_a_usage_error(real_dataset: Path) -> None:
+def test_a_negative_seed_is_a_usage_error(sample_dataset: Path) -> None:
     code, output = _trade(
-        "tools", "call", "get_macro_indicators", "--data", str(real_dataset), "--date", "2024-06-14", "--seed", "-1"
+        "tools", "call", "get_macro_indicators", "--data", str(sample_dataset), "--date", "2024-06-14", "--seed", "-1"
     )
     assert code == 2 and "Invalid value for '--seed': -1 is not in the range x>=0" in output
 
 
-def test_anonymize_noise_perturbs_an_anonymized_day_only(real_dataset: Path) -> None:
+def test_anonymize_noise_perturbs_an_anonymized_day_only(sample_dataset: Path) -> None:
     """--anonymize-noise without --anonymize is a one-line usage error; with it the T0 bar reads perturbed (its
     close exact: orders trade there), and a noise past the limit is refused."""
-    call = ("tools", "call", "get_price_data", "--data", str(real_dataset), "--date", "2024-06-14", "--pool")
+    call = ("tools", "call", "get_price_data", "--data", str(sample_dataset), "--date", "2024-06-14", "--pool")
     code, output = _trade(*call, "SH600519", "--args", '{"symbol": "SH600519"}', "--anonymize-noise", "0.01")
     assert code == 2 and "--anonymize-noise perturbs what an anonymized episode shows: add --anonymize" in output
     code, output = _trade(*call, "SH600519", "--anonymize", "--anonymize-noise", "0.5")
@@ -123,12 +123,12 @@ def test_anonymize_noise_perturbs_an_anonymized_day_only(real_dataset: Path) -> 
     assert bars[0][4] == bars[1][4] and bars[0][1:4] != bars[1][1:4], bars  # 收 the same; 开高低 perturbed
 
 
-def _play(real_dataset: Path, out: Path, script: str):  # type: ignore[no-untyped-def]
+def _play(sample_dataset: Path, out: Path, script: str):  # type: ignore[no-untyped-def]
     return run_trade(
         "tools",
         "play",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--date",
         "2024-06-14",
         "--pool",
@@ -141,8 +141,8 @@ def _play(real_dataset: Path, out: Path, script: str):  # type: ignore[no-untype
     )
 
 
-def test_end_of_input_saves_the_day_as_quit_does(real_dataset: Path, tmp_path: Path) -> None:
-    run = _play(real_dataset, tmp_path / "q.jsonl", "buy SZ000063 100\n")
+def test_end_of_input_saves_the_day_as_quit_does(sample_dataset: Path, tmp_path: Path) -> None:
+    run = _play(sample_dataset, tmp_path / "q.jsonl", "buy SZ000063 100\n")
     assert run.code == 1 and "Aborted!" not in run.err  # left without `stop`, as after `quit`
     assert "成交：买入SZ000063 100股" in run.out and "状态：open" in run.out
     assert "\nend of input: leaving as `quit` does\n" in run.out
@@ -151,8 +151,8 @@ def test_end_of_input_saves_the_day_as_quit_does(real_dataset: Path, tmp_path: P
     assert episode["status"] == "open" and episode["positions"]["SZ000063"]["shares"] == 100
 
 
-def test_commands_after_stop_are_answered(real_dataset: Path, tmp_path: Path) -> None:
-    run = _play(real_dataset, tmp_path / "q.jsonl", "stop 收工\nbuy SZ000063 100\nstate\nquit\nstate\n")
+def test_commands_after_stop_are_answered(sample_dataset: Path, tmp_path: Path) -> None:
+    run = _play(sample_dataset, tmp_path / "q.jsonl", "stop 收工\nbuy SZ000063 100\nstate\nquit\nstate\n")
     assert run.code == 0, run.err
     answers = run.out[run.out.index("已结束今日交易") :].splitlines()
     assert answers[1] == "错误：本交易日已结束（已停止），不能再调用工具"

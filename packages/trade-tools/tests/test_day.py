@@ -74,23 +74,23 @@ def test_replies_split_reasoning_from_the_answer() -> None:
     assert split_reasoning("没有思考") == (None, "没有思考")
 
 
-def test_play_truncates_after_the_last_allowed_reply_as_training_does(real_dataset: Path) -> None:
+def test_play_truncates_after_the_last_allowed_reply_as_training_does(sample_dataset: Path) -> None:
     """`trade tools play` counted turns itself and left a day open after its last allowed reply."""
     script = "get_macro_indicators {}\n" * MAX_TURNS
     run = run_trade(
-        "tools", "play", "--data", str(real_dataset), "--date", "2024-06-14", "--pool", ",".join(POOL), input=script
+        "tools", "play", "--data", str(sample_dataset), "--date", "2024-06-14", "--pool", ",".join(POOL), input=script
     )
     assert run.code == 1 and "状态：truncated" in run.out, run.out[-300:]
     assert run.err.count("the day is over (truncated)") == 1
 
 
-def test_play_saves_the_days_conversation(real_dataset: Path, tmp_path: Path) -> None:
+def test_play_saves_the_days_conversation(sample_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "day.jsonl"
     run_trade(
         "tools",
         "play",
         "--data",
-        str(real_dataset),
+        str(sample_dataset),
         "--date",
         "2024-06-14",
         "--pool",

@@ -23,11 +23,11 @@ from trade_tools.trajectory import read_trajectories, write_trajectories
 POOL = ["SH600519", "SZ000001", "SH600036", "SZ300750"]
 
 
-def test_json_round_trip_keeps_state_and_answers_alike(open_day, real_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
+def test_json_round_trip_keeps_state_and_answers_alike(open_day, sample_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2024-06-14", POOL, holdings={"SZ000001": 1000})
     TradingDay(day).turn("", [("TakeAction", '{"type": "buy", "symbol": "SH600519", "amount": 100}')])
     assert day.turns == 1
-    copy = Episode.model_validate_json(day.model_dump_json()).bind(real_store)
+    copy = Episode.model_validate_json(day.model_dump_json()).bind(sample_store)
     assert copy.model_dump() == day.model_dump()
     for name, args in [
         ("get_price_data", {"symbol": "SZ300750", "period": "30d"}),
@@ -98,7 +98,7 @@ def test_schemas_are_valid_openai_functions(open_day) -> None:  # type: ignore[n
 
 
 @pytest.mark.real_data
-def test_bad_tasks_are_refused_clearly(real_store: MarketStore) -> None:
+def test_bad_tasks_are_refused_clearly(sample_store: MarketStore) -> None:
     for task, message in [
         (Task(task_id="a", date="2024-06-15", pool=["SH600519"], cash=1), "2024-06-15 is not a trading day"),
         (Task(task_id="b", date="2024-06-14", pool=["SH000300"], cash=1), "SH000300 is not a stock"),
@@ -106,7 +106,7 @@ def test_bad_tasks_are_refused_clearly(real_store: MarketStore) -> None:
         (Task(task_id="d", date="2024-06-14", pool=["SH600519"], holdings={"SH600519": 0}, cash=1), "0 shares"),
     ]:
         with pytest.raises(TradeError, match=message):
-            Episode.start(task, real_store)
+            Episode.start(task, sample_store)
 
 
 def test_trajectory_jsonl_round_trip_and_bad_lines(open_day, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -78,42 +78,42 @@ def test_position_cap_is_enforced_not_a_hint(open_day) -> None:  # type: ignore[
     assert act(unlimited, type="buy", symbol="SH600519", amount=300).startswith("成交")
 
 
-def test_close_at_limit_up_cannot_be_bought_nor_limit_down_sold(open_day, find_day, real_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
-    symbol, date = find_day(real_store, Board.MAIN, real_store.limit_up)
+def test_close_at_limit_up_cannot_be_bought_nor_limit_down_sold(open_day, find_day, sample_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
+    symbol, date = find_day(sample_store, Board.MAIN, sample_store.limit_up)
     day = open_day(date, [symbol])
     assert day.view.last_close(symbol) == pytest.approx(
         round(day.view.window(symbol, 2, adjusted=False).close[0] * 1.1, 2), abs=0.011
     )
     assert f"{symbol}收盘涨停，无法买入" in act(day, type="buy", symbol=symbol, amount=100)
-    symbol, date = find_day(real_store, Board.MAIN, real_store.limit_down)
+    symbol, date = find_day(sample_store, Board.MAIN, sample_store.limit_down)
     day = open_day(date, [symbol], holdings={symbol: 1000})
     assert f"{symbol}收盘跌停，无法卖出" in act(day, type="sell", symbol=symbol, amount=100)
     assert day.positions[symbol].shares == 1000
 
 
-def test_limits_follow_the_board_and_date(open_day, find_day, real_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
+def test_limits_follow_the_board_and_date(open_day, find_day, sample_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
     # ChiNext after 2020-08-24 up 12-18%: at limit under a flat 10% rule, tradable under the real 20% rule
-    traded = real_store.traded & ~real_store.limit_up
-    symbol, date = find_day(real_store, Board.CHINEXT, traded, after="2020-09-01", change=(0.12, 0.18))
+    traded = sample_store.traded & ~sample_store.limit_up
+    symbol, date = find_day(sample_store, Board.CHINEXT, traded, after="2020-09-01", change=(0.12, 0.18))
     assert act(open_day(date, [symbol]), type="buy", symbol=symbol, amount=100).startswith("成交")
     # the same board before the switch: +10% was its limit
-    symbol, date = find_day(real_store, Board.CHINEXT, real_store.limit_up, after="2019-01-01")
+    symbol, date = find_day(sample_store, Board.CHINEXT, sample_store.limit_up, after="2019-01-01")
     assert date.isoformat() < "2020-08-24"
     assert "收盘涨停" in act(open_day(date, [symbol]), type="buy", symbol=symbol, amount=100)
-    symbol, date = find_day(real_store, Board.STAR, real_store.limit_up, after="2019-08-01")
+    symbol, date = find_day(sample_store, Board.STAR, sample_store.limit_up, after="2019-08-01")
     assert "收盘涨停" in act(open_day(date, [symbol]), type="buy", symbol=symbol, amount=200)
 
 
-def test_price_limits_are_rules_data_for_fills_and_prompt(open_day, find_day, real_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
+def test_price_limits_are_rules_data_for_fills_and_prompt(open_day, find_day, sample_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
     """The store's flags, the fills and the prompt read one table; rules with another table change fills and prompt."""
     assert ExecutionRules().price_limits == PRICE_LIMITS  # the table the store's flags use
     narrow = tuple(limit._replace(fraction=0.05) if limit.board is Board.MAIN else limit for limit in PRICE_LIMITS)
     rules = ExecutionRules().model_copy(update={"price_limits": narrow})
-    symbol, date = find_day(real_store, Board.MAIN, real_store.traded, change=(0.06, 0.09))
+    symbol, date = find_day(sample_store, Board.MAIN, sample_store.traded, change=(0.06, 0.09))
     assert act(open_day(date, [symbol]), type="buy", symbol=symbol, amount=100).startswith("成交")
     refused = act(open_day(date, [symbol], rules=rules), type="buy", symbol=symbol, amount=100)
     assert f"{symbol}收盘涨停，无法买入" in refused
-    symbol, date = find_day(real_store, Board.MAIN, real_store.traded, change=(-0.09, -0.06))
+    symbol, date = find_day(sample_store, Board.MAIN, sample_store.traded, change=(-0.09, -0.06))
     held = {symbol: 1000}
     assert act(open_day(date, [symbol], holdings=held), type="sell", symbol=symbol, amount=100).startswith("成交")
     refused = act(open_day(date, [symbol], holdings=held, rules=rules), type="sell", symbol=symbol, amount=100)

@@ -24,10 +24,10 @@ def _pairs(store: MarketStore, count: int, seed: int) -> list[tuple[int, str]]:
 
 
 @pytest.mark.slow
-def test_table_rows_equal_the_computation_on_the_bars_up_to_t0(real_store: MarketStore) -> None:
+def test_table_rows_equal_the_computation_on_the_bars_up_to_t0(sample_store: MarketStore) -> None:
     compared = 0
-    for t, symbol in _pairs(real_store, 400, seed=1):
-        view = real_store.asof(real_store.calendar[t])
+    for t, symbol in _pairs(sample_store, 400, seed=1):
+        view = sample_store.asof(sample_store.calendar[t])
         if not view.knows(symbol):
             continue
         bars = view.window(symbol, view.index + 1)
@@ -36,17 +36,21 @@ def test_table_rows_equal_the_computation_on_the_bars_up_to_t0(real_store: Marke
         assert np.array_equal(got, expected, equal_nan=True), (symbol, view.date)
         compared += 1
     assert compared > 300
-    rows = real_store.bar_tables.rows(INDICATOR_TABLE)
-    assert isinstance(rows.base, np.memmap) and rows.shape == (real_store.traded_offsets[-1], len(INDICATORS))
+    rows = sample_store.bar_tables.rows(INDICATOR_TABLE)
+    assert isinstance(rows.base, np.memmap) and rows.shape == (sample_store.traded_offsets[-1], len(INDICATORS))
 
 
-def test_price_texts_are_the_same_from_the_table_and_from_the_bars(real_store: MarketStore, real_dataset: Path) -> None:
-    pairs = [(t, s) for t, s in _pairs(real_store, 60, seed=2) if real_store.asof(real_store.calendar[t]).knows(s)]
+def test_price_texts_are_the_same_from_the_table_and_from_the_bars(
+    sample_store: MarketStore, sample_dataset: Path
+) -> None:
+    pairs = [
+        (t, s) for t, s in _pairs(sample_store, 60, seed=2) if sample_store.asof(sample_store.calendar[t]).knows(s)
+    ]
     args = [{"symbol": s, "period": f"{k + 1}d", "indicators": list(INDICATORS)} for k, (_, s) in enumerate(pairs)]
-    tasks = [Task(task_id="t", date=real_store.calendar[t].date(), pool=[s], holdings={}, cash=1e6) for t, s in pairs]
+    tasks = [Task(task_id="t", date=sample_store.calendar[t].date(), pool=[s], holdings={}, cash=1e6) for t, s in pairs]
     pairs_of_calls = list(zip(tasks, args, strict=True))
-    from_table = [Episode.start(task, real_store).call("get_price_data", a) for task, a in pairs_of_calls]
-    other = MarketStore.load(real_dataset)
+    from_table = [Episode.start(task, sample_store).call("get_price_data", a) for task, a in pairs_of_calls]
+    other = MarketStore.load(sample_dataset)
     episodes = [Episode.start(task, other) for task in tasks]
     del other
     gc.collect()  # the views outlive their store: indicators are computed from their bars

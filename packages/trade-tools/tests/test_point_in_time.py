@@ -64,11 +64,11 @@ def random_calls(pool: list[str], rng: np.random.Generator, n: int = 40) -> list
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_tool_texts_ignore_the_future(
-    seed: int, real_store: MarketStore, real_table: pd.DataFrame, sample_data: Path, tmp_path: Path
+    seed: int, sample_store: MarketStore, sample_table: pd.DataFrame, sample_data: Path, tmp_path: Path
 ) -> None:
     rng = np.random.default_rng(seed)
-    t0 = real_store.calendar[int(rng.integers(80, len(real_store.calendar) - 5))]
-    table, members = perturb_future(real_table, read_instruments_file(sample_data / "csi300.txt"), t0, seed)
+    t0 = sample_store.calendar[int(rng.integers(80, len(sample_store.calendar) - 5))]
+    table, members = perturb_future(sample_table, read_instruments_file(sample_data / "csi300.txt"), t0, seed)
     out = write_dataset(
         table,
         tmp_path / "perturbed",
@@ -76,7 +76,7 @@ def test_tool_texts_ignore_the_future(
         calendar=read_calendar_file(sample_data / "calendar.txt"),
         universes={"csi300": members},
     )
-    check_future_is_ignored(real_store, MarketStore.load(out), t0, rng, seed)
+    check_future_is_ignored(sample_store, MarketStore.load(out), t0, rng, seed)
 
 
 @pytest.mark.parametrize("seed", [21, 22])
@@ -159,7 +159,7 @@ def reachable(*roots: object) -> list[object]:
     return found
 
 
-def test_a_plugin_tool_finds_no_way_past_t0(real_store: MarketStore) -> None:
+def test_a_plugin_tool_finds_no_way_past_t0(sample_store: MarketStore) -> None:
     """A tool registered by a plugin gets the Episode, its arguments and itself; from all of them it reaches
     no MarketStore, no date after T0, no symbol listed after T0 and no array memory holding a later day."""
     reached: list[object] = []
@@ -182,17 +182,17 @@ def test_a_plugin_tool_finds_no_way_past_t0(real_store: MarketStore) -> None:
         def trade_register_tools(self, register):  # type: ignore[no-untyped-def]
             register(Snoop())
 
-    t0 = real_store.calendar[len(real_store.calendar) // 2].date()
-    index = real_store.day_index(t0)
-    later_listings = {s for j, s in enumerate(real_store.symbols) if real_store.first_day[j] > index}
+    t0 = sample_store.calendar[len(sample_store.calendar) // 2].date()
+    index = sample_store.day_index(t0)
+    later_listings = {s for j, s in enumerate(sample_store.symbols) if sample_store.first_day[j] > index}
     assert later_listings  # the check below can fail
-    task = day_task(real_store, t0.isoformat(), pool_size=6, seed=1)
+    task = day_task(sample_store, t0.isoformat(), pool_size=6, seed=1)
     with inline_plugin(get_manager(), Plugin(), "snoop-tool"):
-        episode = Episode.start(task, real_store, settings=EpisodeSettings(tools=(*DEFAULT_TOOLS, "snoop")))
+        episode = Episode.start(task, sample_store, settings=EpisodeSettings(tools=(*DEFAULT_TOOLS, "snoop")))
         episode.call("get_price_data", {"symbol": task.pool[0]})
         episode.messages()  # the market summary lands in the view's memo
         assert episode.call("snoop", {}) == "好"
-    future = [values[index + 1 :] for values in _store_arrays(real_store)]
+    future = [values[index + 1 :] for values in _store_arrays(sample_store)]
     arrays = [obj for obj in reached if isinstance(obj, np.ndarray)]
     assert len(arrays) >= 20 and any(obj is episode.view for obj in reached)  # it did look
     # The rules' schedules (a stamp duty from 2023-08-28, ...) are regulation with its dates, not market data.

@@ -33,10 +33,10 @@ def test_system_prompt_states_the_episodes_turn_limit(open_day, max_turns: int) 
     assert f"第{max_turns}轮回复后仍未调用" in system and "截断" in system
 
 
-def test_macro_default_index_is_the_market_state_index(real_store: MarketStore) -> None:
+def test_macro_default_index_is_the_market_state_index(sample_store: MarketStore) -> None:
     for index, name in [("SH000001", "上证指数"), ("SH000300", "沪深300")]:
         task = Task(task_id="t", date="2024-06-14", pool=POOL, cash=1e6, index=index)  # type: ignore[arg-type]
-        day = Episode.start(task, real_store)
+        day = Episode.start(task, sample_store)
         assert f"市场状态（截至2024-06-14收盘，{name}）" in day.messages()[0]["content"]
         assert day.call("get_macro_indicators", {}).startswith(f"## {name}({index}) 近20个交易日")
         assert day.call("get_macro_indicators", {"index": "sh000905"}).startswith("## 中证500(SH000905)")
@@ -117,15 +117,15 @@ LAST_TWO = re.compile(r"收(\d+\.\d\d) \S+ \| \S+ 收(\d+\.\d\d) (\S+)$", re.M)
 
 @pytest.mark.real_data
 @pytest.mark.slow
-def test_cost_basis_and_prices_are_on_one_basis_on_every_ex_date(real_store: MarketStore) -> None:
+def test_cost_basis_and_prices_are_on_one_basis_on_every_ex_date(sample_store: MarketStore) -> None:
     """On an ex-date the raw previous close is above T0's prices by the dividend: as a cost basis it read as a
     loss (SZ000001 on 2024-06-14: 成本10.80 beside 收盘10.18, while get_price_data showed the day +0.99%). A holding
     bought at the previous close costs what get_price_data shows as that close, and its P&L has the day's sign."""
-    days = ex_dates(real_store)
+    days = ex_dates(sample_store)
     assert sum(map(len, days.values())) > 4000  # every ex-date of the sample
     for date, symbols in days.items():
         task = Task(task_id="t", date=date, pool=symbols, holdings=dict.fromkeys(symbols, 100), cash=1e6)
-        day = Episode.start(task, real_store)
+        day = Episode.start(task, sample_store)
         user = day.messages()[1]["content"]
         for symbol in symbols:
             shown_before, shown_close, mark = LAST_TWO.search(day.call("get_price_data", {"symbol": symbol})).groups()
@@ -135,7 +135,7 @@ def test_cost_basis_and_prices_are_on_one_basis_on_every_ex_date(real_store: Mar
             assert gain == 0 or mark == "→0.00%" or mark[0] == ("↑" if gain > 0 else "↓"), (date, symbol, mark)
 
 
-@pytest.mark.parametrize("market", ["synth_store", "real_store"])
+@pytest.mark.parametrize("market", ["synth_store", "sample_store"])
 @pytest.mark.parametrize("anonymized", [False, True])
 def test_the_prompts_market_state_is_what_the_bars_say_on_every_day(market: str, anonymized: bool, request) -> None:  # type: ignore[no-untyped-def]
     """The summary read from the dataset's precomputed rows puts the same text in the prompt, plain and

@@ -99,15 +99,15 @@ def check_account(day: Episode) -> None:
 
 
 @pytest.mark.slow
-def test_ten_thousand_random_calls_keep_the_account_consistent(real_store: MarketStore) -> None:
-    tasks = [day_task(real_store, d, pool_size=8, seed=i) for i, d in enumerate(DAYS)]
+def test_ten_thousand_random_calls_keep_the_account_consistent(sample_store: MarketStore) -> None:
+    tasks = [day_task(sample_store, d, pool_size=8, seed=i) for i, d in enumerate(DAYS)]
     made = {"calls": 0}
 
     @settings(max_examples=EPISODES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(data=st.data(), which=st.integers(0, len(tasks) - 1))
     def one_episode(data: st.DataObject, which: int) -> None:
         task = tasks[which]
-        day = Episode.start(task, real_store)
+        day = Episode.start(task, sample_store)
         for _ in range(CALLS_PER_EPISODE):
             name, arguments = data.draw(values(task.pool))
             payload = arguments if isinstance(arguments, str) else json.dumps(arguments)
@@ -147,12 +147,16 @@ TINY = ["SH601018", "SH600519", "SH688981", "SZ300750"]  # 3 to 1,555 CNY a shar
 )
 @example(rules=ExecutionRules(), holdings=[1] * len(TINY), cash=0.0, orders=[("sell", "SH601018", 1)])
 def test_cash_never_goes_negative_under_random_rules_and_tiny_holdings(
-    real_store: MarketStore, rules: ExecutionRules, holdings: list[int], cash: float, orders: list[tuple[str, str, int]]
+    sample_store: MarketStore,
+    rules: ExecutionRules,
+    holdings: list[int],
+    cash: float,
+    orders: list[tuple[str, str, int]],
 ) -> None:
     task = Task(
         task_id="tiny", date="2024-06-14", pool=TINY, holdings=dict(zip(TINY, holdings, strict=True)), cash=cash
     )
-    day = Episode.start(task, real_store, rules=rules)
+    day = Episode.start(task, sample_store, rules=rules)
     for side, symbol, amount in orders:
         day.call("TakeAction", {"type": side, "symbol": symbol, "amount": amount})
         assert day.cash >= 0 and day.internal_errors == 0

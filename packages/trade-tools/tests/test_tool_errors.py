@@ -67,8 +67,8 @@ def test_echoed_input_is_cut_short(open_day, case: int) -> None:  # type: ignore
     assert max(map(len, re.findall("A+", text))) <= 40, text[:200]
 
 
-def test_a_wrong_symbol_lists_a_few_pool_entries_and_the_count(open_day, real_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
-    pool = [s for s in real_store.asof(DATE).members("csi300")]
+def test_a_wrong_symbol_lists_a_few_pool_entries_and_the_count(open_day, sample_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
+    pool = [s for s in sample_store.asof(DATE).members("csi300")]
     text = open_day(DATE, pool).call("get_price_data", {"symbol": "SH601398X"})
     assert text.startswith("错误：SH601398X 不在股票池中") and f"共{len(pool)}只" in text
     assert sum(symbol in text for symbol in pool) <= 10 and len(text) <= 300
@@ -213,11 +213,11 @@ def test_any_refusal_is_chinese(tokens: list[str]) -> None:
 WORST = "Corr(Ref(Var(Cov($close,$high,250),250),200),$close,200)"
 
 
-def test_one_factor_call_is_capped_across_all_its_stocks(open_day, real_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
+def test_one_factor_call_is_capped_across_all_its_stocks(open_day, sample_store: MarketStore) -> None:  # type: ignore[no-untyped-def]
     """The cap is a work estimate (stocks x rows x window x operator cost), so it refuses the same calls anywhere."""
     per_stock = work(parse_expression(WORST))
     most = MAX_WORK // per_stock
-    pool = real_store.asof(DATE).members("csi300")[:30]
+    pool = sample_store.asof(DATE).members("csi300")[:30]
     assert 1 <= most < 30
     day = open_day(DATE, pool)
     text = day.call("compute_alpha_factor", {"expression": WORST, "symbols": pool[: most + 1]})

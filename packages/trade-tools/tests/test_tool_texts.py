@@ -28,11 +28,11 @@ def _value(text: str, name: str) -> float:
 
 
 @pytest.mark.real_data
-def test_price_data_latest_bar_and_indicators(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+def test_price_data_latest_bar_and_indicators(open_day, sample_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2024-06-14", POOL)
     names = ["MA5", "MA20", "MA60", "EMA12", "MACD_DIF", "RSI_14", "BOLL_UPPER", "VOL_20", "ROC_5", "VOL_RATIO_5_20"]
     text = day.call("get_price_data", {"symbol": "SH600519", "period": "20d", "indicators": names})
-    rows = _traded(real_table, "SH600519", "2024-06-14")
+    rows = _traded(sample_table, "SH600519", "2024-06-14")
     adjusted = rows["close"] * rows["factor"]
     to_t0 = adjusted / rows["factor"].iloc[-1]  # forward-adjusted to T0's price scale
     assert "最新：2024-06-14 开1555.00 高1563.96 低1520.46 收1555.00 量5.95万手" in text
@@ -61,8 +61,8 @@ def _move(change: float) -> str:
     return ("↑" if change > 0 else "↓") + f"{abs(change):.2%}"
 
 
-def test_price_data_across_an_ex_dividend_date_has_no_fake_drop(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
-    rows = _traded(real_table, "SZ000001", "2025-12-31")
+def test_price_data_across_an_ex_dividend_date_has_no_fake_drop(open_day, sample_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+    rows = _traded(sample_table, "SZ000001", "2025-12-31")
     raw = rows["close"] / rows["close"].shift() - 1
     true = (rows["close"] * rows["factor"]).pct_change()
     steps = np.flatnonzero(rows["factor"].diff().to_numpy() > 0)
@@ -123,9 +123,9 @@ def test_suspended_stock_says_so(open_day) -> None:  # type: ignore[no-untyped-d
 
 
 @pytest.mark.real_data
-def test_macro_change_and_volatility(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+def test_macro_change_and_volatility(open_day, sample_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
     text = open_day("2025-09-11", POOL).call("get_macro_indicators", {"index": "SH000300", "period": "60d"})
-    closes = _traded(real_table, "SH000300", "2025-09-11")["close"].tail(61).reset_index(drop=True)
+    closes = _traded(sample_table, "SH000300", "2025-09-11")["close"].tail(61).reset_index(drop=True)
     assert "沪深300(SH000300) 近60个交易日（截至2025-09-11收盘）" in text
     assert f"收{closes.iloc[-1]:.2f}" in text and "收4548.03" in text
     assert f"区间涨跌{closes.iloc[-1] / closes.iloc[0] - 1:+.2%}" in text
@@ -157,9 +157,9 @@ def _check_period(text: str, closes: pd.Series, dates: pd.Series, period: int) -
     assert [m for _, _, m in shown] == pytest.approx(moves.tail(5).to_list(), abs=6e-5), (period, text)
 
 
-def test_macro_every_period_against_the_raw_closes(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+def test_macro_every_period_against_the_raw_closes(open_day, sample_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2025-09-11", POOL)
-    rows = _traded(real_table, "SH000300", "2025-09-11")
+    rows = _traded(sample_table, "SH000300", "2025-09-11")
     closes = rows["close"] * rows["factor"]
     for period in range(1, MAX_PERIOD + 1):
         text = day.call("get_macro_indicators", {"index": "SH000300", "period": f"{period}d"})
@@ -175,9 +175,9 @@ def test_macro_every_period_against_the_raw_closes(open_day, real_table: pd.Data
         assert f"最低{window[low]:.2f}({rows['date'][low]:%Y-%m-%d})" in text, (period, text)
 
 
-def test_price_every_period_against_the_raw_table(open_day, real_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
+def test_price_every_period_against_the_raw_table(open_day, sample_table: pd.DataFrame) -> None:  # type: ignore[no-untyped-def]
     day = open_day("2024-06-14", POOL)
-    rows = _traded(real_table, "SZ000001", "2024-06-14")
+    rows = _traded(sample_table, "SZ000001", "2024-06-14")
     scale = rows["factor"] / rows["factor"].iloc[-1]  # forward-adjusted to T0's price scale
     closes, highs, lows = rows["close"] * scale, rows["high"] * scale, rows["low"] * scale
     for period in range(1, MAX_PERIOD + 1):

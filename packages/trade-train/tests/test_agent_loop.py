@@ -139,10 +139,10 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tasks(real_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tasks(sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder of verl's rows: ``train.parquet`` from a tasks folder, as the trainer writes it."""
     out = tmp_path_factory.mktemp("tasks") / "tasks"
-    build_tasks(real_dataset, out, split="train=2024-06-03:2024-06-28", pool_size="10-12", per_day=1, seed=0)
+    build_tasks(sample_dataset, out, split="train=2024-06-03:2024-06-28", pool_size="10-12", per_day=1, seed=0)
     (out / "train.parquet").write_bytes(parquet(read_records(out, "train")))
     return out
 
@@ -182,8 +182,8 @@ def verl_config(run: Path, tasks: Path, tools: str, model_dir: Path) -> DictConf
 
 
 @pytest.fixture(scope="module")
-def config(real_dataset: Path, tasks: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> DictConfig:
-    return verl_config(tmp_path_factory.mktemp("run"), tasks, tools_yaml(real_dataset), model_dir)
+def config(sample_dataset: Path, tasks: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> DictConfig:
+    return verl_config(tmp_path_factory.mktemp("run"), tasks, tools_yaml(sample_dataset), model_dir)
 
 
 def rollout(config: DictConfig, server: Any, days: list[str]) -> DataProto:
@@ -254,9 +254,11 @@ class Replayed:
 
 
 @pytest.fixture(scope="module")
-def replayed(config: DictConfig, rows: dict[str, dict[str, Any]], real_store: MarketStore, model_dir: Path) -> Replayed:
+def replayed(
+    config: DictConfig, rows: dict[str, dict[str, Any]], sample_store: MarketStore, model_dir: Path
+) -> Replayed:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    stock = {name: buyable(real_store, rows[day]) for name, day in DAYS.items()}
+    stock = {name: buyable(sample_store, rows[day]) for name, day in DAYS.items()}
     long_thought = "我需要再仔细想想每一只股票的走势、估值和资金面。\n" * 900
     scripts = {
         DAYS["trades"]: [
@@ -393,18 +395,18 @@ REAL = re.compile(r"(?:SH|SZ|BJ)\d{6}|(?:19|20)\d{2}[-/.年]", re.IGNORECASE)
 
 
 def test_an_anonymized_day_trades_the_real_stock_by_its_alias_and_shows_no_real_code(
-    real_dataset: Path, real_store: MarketStore, model_dir: Path, tmp_path: Path
+    sample_dataset: Path, sample_store: MarketStore, model_dir: Path, tmp_path: Path
 ) -> None:
     """What verl sends the model (the prompt with the tool schemas its chat template renders, the tool texts)
     holds no real code or date, and the model's alias trades the real stock the reward is computed on."""
     day = "2024-06-03"
     tasks = tmp_path / "tasks"
-    build_tasks(real_dataset, tasks, split=f"train={day}:2024-06-06", pool_size="10-12", per_day=1, anonymize=True)
+    build_tasks(sample_dataset, tasks, split=f"train={day}:2024-06-06", pool_size="10-12", per_day=1, anonymize=True)
     (tasks / "train.parquet").write_bytes(parquet(read_records(tasks, "train")))
-    config = verl_config(tmp_path, tasks, tools_yaml(real_dataset, anonymized=True), model_dir)
+    config = verl_config(tmp_path, tasks, tools_yaml(sample_dataset, anonymized=True), model_dir)
     (row,) = pq.read_table(tasks / "train.parquet").to_pylist()
-    stock = buyable(real_store, row)
-    started = Episode.start(Task.model_validate_json(row["extra_info"]["task"]), real_store)
+    stock = buyable(sample_store, row)
+    started = Episode.start(Task.model_validate_json(row["extra_info"]["task"]), sample_store)
     aliases = started.aliases
     assert aliases is not None
     alias = aliases.symbols[stock]
@@ -434,15 +436,15 @@ def test_an_anonymized_day_trades_the_real_stock_by_its_alias_and_shows_no_real_
 # -- the generated config files ----------------------------------------------------------------------
 
 
-def test_tools_yaml_has_one_trade_tool_per_default_tool(real_dataset: Path) -> None:
-    entries = yaml.safe_load(tools_yaml(real_dataset))["tools"]
+def test_tools_yaml_has_one_trade_tool_per_default_tool(sample_dataset: Path) -> None:
+    entries = yaml.safe_load(tools_yaml(sample_dataset))["tools"]
     assert [e["tool_schema"]["function"]["name"] for e in entries] == list(DEFAULT_TOOLS)
     assert all(get_tool_class(e["class_name"]) is TradeTool for e in entries)  # as verl imports it in each worker
-    assert all(e["config"] == {"type": "native", "data": str(real_dataset.resolve())} for e in entries)
-    only = yaml.safe_load(tools_yaml(real_dataset, ["TakeAction"]))["tools"]
+    assert all(e["config"] == {"type": "native", "data": str(sample_dataset.resolve())} for e in entries)
+    only = yaml.safe_load(tools_yaml(sample_dataset, ["TakeAction"]))["tools"]
     assert [e["tool_schema"]["function"]["name"] for e in only] == ["TakeAction"]
     with pytest.raises(TradeError, match="unknown tool"):
-        tools_yaml(real_dataset, ["get_news"])
+        tools_yaml(sample_dataset, ["get_news"])
 
 
 def test_agent_loops_yaml_registers_the_loop_by_import_path() -> None:

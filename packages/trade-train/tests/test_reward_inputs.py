@@ -38,14 +38,14 @@ DELETE = object()
 
 
 @pytest.fixture(scope="module")
-def played(real_store: MarketStore) -> tuple[Json, Json]:
+def played(sample_store: MarketStore) -> tuple[Json, Json]:
     """A stopped day that sold part of SZ000001 and bought SH600519, and its ground truth, as plain JSON."""
     task = Task(task_id="t", date=DAY, pool=["SZ000001", "SH600519"], holdings={"SZ000001": 10_000}, cash=500_000.0)
-    day = Episode.start(task, real_store)
+    day = Episode.start(task, sample_store)
     day.call("TakeAction", {"type": "sell", "symbol": "SZ000001", "amount": 6000})
     day.call("TakeAction", {"type": "buy", "symbol": "SH600519", "amount": 100})
     day.call("TakeAction", {"type": "stop", "reasoning": "调仓"})
-    truth = ground_truth(real_store, DAY, ["SZ000001", "SH600519"])
+    truth = ground_truth(sample_store, DAY, ["SZ000001", "SH600519"])
     return json.loads(day.model_dump_json()), json.loads(truth.model_dump_json())
 
 
@@ -142,14 +142,14 @@ def test_a_null_episode_scores_malformed_and_its_batch_goes_on(played: tuple[Jso
     assert [log["event"] for log in logs] == ["reward_input_refused"]
 
 
-def test_verl_compute_score_reads_the_episode_from_extra_info(real_store: MarketStore) -> None:
+def test_verl_compute_score_reads_the_episode_from_extra_info(sample_store: MarketStore) -> None:
     task = Task(task_id="t", date=DAY, pool=["SZ000001", "SH600519"], holdings={"SZ000001": 10_000}, cash=500_000.0)
-    day = Episode.start(task, real_store)
+    day = Episode.start(task, sample_store)
     day.call("TakeAction", {"type": "sell", "symbol": "SZ000001", "amount": 10_000})
     day.call("TakeAction", {"type": "stop", "reasoning": "avoid the ex-dividend drop"})
-    truth = ground_truth(real_store, DAY, ["SZ000001", "SH600519"]).model_dump_json()
+    truth = ground_truth(sample_store, DAY, ["SZ000001", "SH600519"]).model_dump_json()
     scored = compute_score("trade-agent/csi300", "", truth, {"episode": day.model_dump_json(), "index": 0})
-    expected = get_scheme("bucketed").score(outcome(day, ground_truth(real_store, DAY, ["SZ000001", "SH600519"])))
+    expected = get_scheme("bucketed").score(outcome(day, ground_truth(sample_store, DAY, ["SZ000001", "SH600519"])))
     assert scored == flat(expected) and set(scored) >= {"score", "r_new", "r_orig", "r_outcome", "bucket", "failure"}
     assert all(isinstance(v, (int, float, str)) for v in scored.values())  # verl logs numbers and names only
     assert reward_from(scored["score"], scored) == expected
@@ -159,7 +159,7 @@ def test_verl_compute_score_reads_the_episode_from_extra_info(real_store: Market
     assert continuous["scheme"] == "continuous"
     with pytest.raises(TradeError, match="extra_info has no 'episode'"):
         compute_score("x", "", truth, {})
-    truncated = Episode.start(task, real_store)
+    truncated = Episode.start(task, sample_store)
     truncated.end("truncated", "超过1轮仍未停止")
     failed = compute_score("x", "", truth, {"episode": truncated.model_dump_json()})
     assert (failed["failure"], failed["bucket"]) == ("no_valid_call", NO_BUCKET)

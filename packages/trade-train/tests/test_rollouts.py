@@ -36,18 +36,18 @@ def scored(store: MarketStore, group: str, calls: list[tuple[str, dict]], *, no_
 
 
 @pytest.fixture(scope="module")
-def step(real_store: MarketStore) -> list[Rollout]:
+def step(sample_store: MarketStore) -> list[Rollout]:
     """Two GRPO groups of two: one where both rollouts just stop (equal scores), one buy against one failure."""
-    pool = day_task(real_store, DAY, pool_size=8, seed=3).pool
-    view = real_store.asof(DAY)
+    pool = day_task(sample_store, DAY, pool_size=8, seed=3).pool
+    view = sample_store.asof(DAY)
     stock = next(s for s in pool if not s.startswith("SH688") and not view.at_limit_up(s) and not view.is_suspended(s))
     stop = ("TakeAction", {"type": "stop", "reasoning": "不调仓"})
     buy = ("TakeAction", {"type": "buy", "symbol": stock, "amount": 1000, "reasoning": "看多"})
     return [
-        scored(real_store, "a", [stop]),
-        scored(real_store, "a", [stop]),
-        scored(real_store, "b", [("get_price_data", {"symbol": stock}), buy, stop]),
-        scored(real_store, "b", [("get_news", {"symbol": stock})], no_call=True),
+        scored(sample_store, "a", [stop]),
+        scored(sample_store, "a", [stop]),
+        scored(sample_store, "b", [("get_price_data", {"symbol": stock}), buy, stop]),
+        scored(sample_store, "b", [("get_news", {"symbol": stock})], no_call=True),
     ]
 
 
@@ -77,14 +77,14 @@ def test_a_group_whose_scores_differ_is_not_zero_variance(step: list[Rollout]) -
     assert step_metrics(step[:2])["trade/zero_variance_groups"] == 1.0
 
 
-def test_unscorable_trajectories_count_as_their_own_failures(step: list[Rollout], real_store: MarketStore) -> None:
+def test_unscorable_trajectories_count_as_their_own_failures(step: list[Rollout], sample_store: MarketStore) -> None:
     """A NaN in the ground truth and a ground truth for another day: failure scores, counted, means finite."""
     episode = step[2].episode
     symbols = [*episode.task.pool, *episode.task.holdings]
     bought = next(a.symbol for a in episode.actions if a.accepted and a.type == "buy")
-    spoilt = json.loads(ground_truth(real_store, DAY, symbols).model_dump_json())
+    spoilt = json.loads(ground_truth(sample_store, DAY, symbols).model_dump_json())
     spoilt["growth"][bought] = [math.nan] * 3
-    other_day = ground_truth(real_store, "2024-06-05", symbols).model_dump_json()
+    other_day = ground_truth(sample_store, "2024-06-05", symbols).model_dump_json()
     rollouts = []
     for truth in (json.dumps(spoilt), other_day):
         reward = compute_score("trade", "", truth, {EPISODE: episode.model_dump_json()})
@@ -96,9 +96,9 @@ def test_unscorable_trajectories_count_as_their_own_failures(step: list[Rollout]
     assert all(math.isfinite(value) for value in metrics.values())
 
 
-def test_continuous_scores_log_no_bucket_mean(real_store: MarketStore) -> None:
+def test_continuous_scores_log_no_bucket_mean(sample_store: MarketStore) -> None:
     """A scheme without buckets logs none: verl's placeholder bucket (-99) used to be averaged in."""
-    stopped = scored(real_store, "a", [("TakeAction", {"type": "stop", "reasoning": "不调仓"})])
+    stopped = scored(sample_store, "a", [("TakeAction", {"type": "stop", "reasoning": "不调仓"})])
     reward = compute_score(
         "trade",
         "",

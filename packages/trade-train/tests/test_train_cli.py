@@ -153,7 +153,7 @@ def test_dry_run_composes_a_config_verl_accepts(device: str, tasks: Path, tmp_pa
 
 
 @needs_verl
-def test_verl_loads_compute_score_from_the_planned_path(tasks: Path, real_store: MarketStore, tmp_path: Path) -> None:
+def test_verl_loads_compute_score_from_the_planned_path(tasks: Path, sample_store: MarketStore, tmp_path: Path) -> None:
     """verl's own loader finds the reward function where the plan points, and it scores a row of the run."""
     from verl.utils.import_utils import load_extern_object
 
@@ -163,7 +163,7 @@ def test_verl_loads_compute_score_from_the_planned_path(tasks: Path, real_store:
     assert found is not None
     compute_score = load_extern_object(module_path=found.group(1), object_name="compute_score")
     row = pq.read_table(run_dir / "train.parquet").to_pylist()[0]
-    episode = Episode.start(Task.model_validate_json(row["extra_info"]["task"]), real_store)
+    episode = Episode.start(Task.model_validate_json(row["extra_info"]["task"]), sample_store)
     episode.call("TakeAction", {"type": "stop", "reasoning": "不调仓"})
     truth = row["reward_model"]["ground_truth"]
     scored = compute_score(row["data_source"], "", truth, {schema.EPISODE: episode.model_dump_json()})

@@ -79,13 +79,13 @@ def scripted(record: TaskRecord, replies: list) -> list:
     ],
 )
 def test_a_day_played_through_the_environment_is_the_episodes_day(
-    tasks: Path, real_dataset: Path, replies: list, ends: str
+    tasks: Path, sample_dataset: Path, replies: list, ends: str
 ) -> None:
-    record, env = opened(tasks, real_dataset)
+    record, env = opened(tasks, sample_dataset)
     replies = scripted(record, replies)
     completion = played(env, replies)
     day = env.finish(completion, out_of_tokens=False, budget=768)
-    expected = direct(record, real_dataset, replies, EpisodeSettings())
+    expected = direct(record, sample_dataset, replies, EpisodeSettings())
     assert day.episode.status == expected.episode.status == ends
     assert day.episode.model_dump() == expected.episode.model_dump()
     assert [m.model_dump() for m in day.messages] == [m.model_dump() for m in expected.messages]
@@ -97,9 +97,9 @@ def test_a_day_played_through_the_environment_is_the_episodes_day(
     assert rollout.group == str(record.index) and rollout.ground_truth == record.ground_truth
 
 
-def test_budgets_end_the_day_as_verl_ends_it(tasks: Path, real_dataset: Path) -> None:
+def test_budgets_end_the_day_as_verl_ends_it(tasks: Path, sample_dataset: Path) -> None:
     settings = EpisodeSettings(max_turns=2)
-    _, env = opened(tasks, real_dataset, settings)
+    _, env = opened(tasks, sample_dataset, settings)
     macro = [("get_macro_indicators", {})]
     day = env.finish(played(env, [macro, macro, macro]), out_of_tokens=False, budget=768)
     assert (day.episode.status, day.episode.status_reason, day.episode.turns) == ("truncated", "超过2轮仍未停止", 2)
@@ -110,9 +110,9 @@ def test_budgets_end_the_day_as_verl_ends_it(tasks: Path, real_dataset: Path) ->
     assert env.finish(unanswered, out_of_tokens=False, budget=768).episode.status == "truncated"
 
 
-def test_the_tools_are_the_episodes_tools(tasks: Path, real_dataset: Path) -> None:
+def test_the_tools_are_the_episodes_tools(tasks: Path, sample_dataset: Path) -> None:
     transformers = pytest.importorskip("transformers")
-    _, env = opened(tasks, real_dataset)
+    _, env = opened(tasks, sample_dataset)
     schemas = env.episode.tool_schemas()  # type: ignore[union-attr]
     rendered = [transformers.utils.get_json_schema(getattr(env, s["function"]["name"])) for s in schemas]
     for schema in rendered:  # TRL's rendering differs only in marking optional arguments nullable, leaving out
@@ -122,8 +122,8 @@ def test_the_tools_are_the_episodes_tools(tasks: Path, real_dataset: Path) -> No
     assert rendered == schemas
 
 
-def test_wrong_arguments_and_unknown_tools_get_the_episodes_error_texts(tasks: Path, real_dataset: Path) -> None:
-    _, env = opened(tasks, real_dataset)
+def test_wrong_arguments_and_unknown_tools_get_the_episodes_error_texts(tasks: Path, sample_dataset: Path) -> None:
+    _, env = opened(tasks, sample_dataset)
     assert env.TakeAction(type="stop", colour="红") == "错误：不支持的参数 'colour'"
     tools = AnyTool({}, env)
     assert "get_news" in tools

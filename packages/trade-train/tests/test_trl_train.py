@@ -74,7 +74,7 @@ def test_wrong_settings_are_one_line_before_anything_is_written(tasks: Path, tmp
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL not installed (tox -e trl)")
 def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(
-    tasks: Path, real_dataset: Path, tiny_model: Path, tmp_path: Path
+    tasks: Path, sample_dataset: Path, tiny_model: Path, tmp_path: Path
 ) -> None:
     """The tiny model taught the call format (trade-train's fixture, shared with tox -e eval and vllm), so some
     first replies are well-formed calls; the trained model goes to the run folder, the taught one is untouched."""
@@ -85,7 +85,7 @@ def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(
     config = RunConfig(
         model=str(tiny_model),
         tasks=tasks,
-        data=real_dataset,
+        data=sample_dataset,
         reward="bucketed",
         device="cpu",
         run_dir=run_dir,

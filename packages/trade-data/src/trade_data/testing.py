@@ -103,9 +103,9 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
 
 
 @pytest.fixture(scope="session")
-def real_dataset(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real table imported once per session as a Qlib dir (with the csi300 universe), its arrays and bar
-    tables precomputed as `trade data import` leaves them."""
+def sample_dataset(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample table (the real one, or the synthetic stand-in where it is absent) imported once per session as
+    a Qlib dir (with the csi300 universe), its arrays and bar tables precomputed as `trade data import` leaves them."""
     from trade_data.bar_tables import precompute
     from trade_data.importer import import_table
 
@@ -121,15 +121,15 @@ def real_dataset(sample_data: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture(scope="session")
-def real_store(real_dataset: Path):  # type: ignore[no-untyped-def]
-    """A :class:`~trade_data.store.MarketStore` over :func:`real_dataset`."""
+def sample_store(sample_dataset: Path):  # type: ignore[no-untyped-def]
+    """A :class:`~trade_data.store.MarketStore` over :func:`sample_dataset`."""
     from trade_data.store import MarketStore
 
-    return MarketStore.load(real_dataset)
+    return MarketStore.load(sample_dataset)
 
 
 @pytest.fixture(scope="session")
-def real_table(sample_data: Path):  # type: ignore[no-untyped-def]
+def sample_table(sample_data: Path):  # type: ignore[no-untyped-def]
     """The raw long table as read from ``daily.parquet`` (validated and sorted)."""
     from trade_data.table import read_table, validate_table
 
