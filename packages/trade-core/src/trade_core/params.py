@@ -7,6 +7,7 @@ import functools
 import importlib
 import inspect
 import json
+import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -45,6 +46,17 @@ class IsoDate(click.ParamType):
 
 
 ISO_DATE = IsoDate()
+
+
+class FiniteRange(click.FloatRange):
+    """click's FloatRange, without NaN: NaN compares false with both bounds, so FloatRange passes it through
+    (``--temperature nan``, ``--anonymize-noise nan``) to become the numbers a run prints."""
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
 
 
 def settings_from(pairs: Iterable[str], *, example: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import click
 from pydantic import BaseModel
 
 from trade_core.errors import TradeError
-from trade_core.params import ISO_DATE, grouped, settings_from
+from trade_core.params import ISO_DATE, FiniteRange, grouped, settings_from
 from trade_eval.memorisation import ANONYMIZE, MODEL_CUTOFF
 from trade_tools.commands._options import ANONYMIZE_NOISE, noise_of
 from trade_tools.limits import MAX_TURNS
@@ -87,14 +87,14 @@ def run_label(policy: str, model: str, anonymized: bool) -> str:
     show_default=False,
     help="API key of the server (default: $OPENAI_API_KEY or EMPTY; never written to the run).",
 )
-@click.option("--temperature", default=0.7, show_default=True, type=click.FloatRange(min=0))
-@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), help="Nucleus sampling (server default).")
+@click.option("--temperature", default=0.7, show_default=True, type=FiniteRange(min=0))
+@click.option("--top-p", type=FiniteRange(0, 1, min_open=True), help="Nucleus sampling (server default).")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per request (server default).")
 @click.option(
     "--request-timeout",
     default=120.0,
     show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     help="Seconds before a request is abandoned (then retried).",
 )
 @click.option(
@@ -111,7 +111,7 @@ def run_label(policy: str, model: str, anonymized: bool) -> str:
     "--initial-cash",
     default=1_000_000.0,
     show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     help="CNY at the close before the first day; the run starts in cash.",
 )
 @click.option("--pool-size", type=click.IntRange(min=1), help="Stocks drawn for the pool on the first day [20].")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from trade_core.errors import TradeError
+from trade_core.params import FiniteRange
 
 if TYPE_CHECKING:
     from trade_tools.runfolder import EpisodeRecord
@@ -167,7 +168,7 @@ def compare_tasks(run_a: Path, run_b: Path, resamples: int, level: float, seed: 
 @click.argument("run_a", type=click.Path(path_type=Path))
 @click.argument("run_b", type=click.Path(path_type=Path))
 @click.option("--resamples", default=2000, show_default=True, type=click.IntRange(min=100), help="Bootstrap draws.")
-@click.option("--level", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@click.option("--level", default=0.95, show_default=True, type=FiniteRange(0, 1, min_open=True, max_open=True))
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of the resampling.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare_command(run_a: Path, run_b: Path, resamples: int, level: float, seed: int, as_json: bool) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from trade_core.errors import TradeError
+from trade_core.params import FiniteRange
 from trade_eval.serving import MAX_MODEL_LEN, port_free, serve, vllm_command, vllm_install
 
 START_TIMEOUT_S = 900
@@ -40,7 +41,7 @@ START_TIMEOUT_S = 900
     "--start-timeout",
     default=START_TIMEOUT_S,
     show_default=True,
-    type=click.FloatRange(min=1),
+    type=FiniteRange(min=1),
     help="With --run: seconds to wait for vLLM's /health.",
 )
 def serve_command(

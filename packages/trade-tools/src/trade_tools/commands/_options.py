@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from trade_core.params import ISO_DATE
+from trade_core.params import ISO_DATE, FiniteRange
 from trade_tools.records import NOISE_LIMIT
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 ANONYMIZE_NOISE = click.Option(
     ["--anonymize-noise"],
     metavar="SD",
-    type=click.FloatRange(0, NOISE_LIMIT),
+    type=FiniteRange(0, NOISE_LIMIT),
     help="With --anonymize: perturb the bars the model reads, per day (sd of log levels, e.g. 0.01); "
     "orders and the reward stay real.",
 )
