@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from trade_core.params import ISO_DATE, FiniteRange
+from trade_core.params import ISO_DATE, FiniteRange, grouped
 from trade_tools.records import NOISE_LIMIT
 
 if TYPE_CHECKING:
@@ -62,36 +63,41 @@ def day_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--anonymize", is_flag=True, help="Aliases for symbols and dates in every text the model reads."),
     ]
+    command = grouped(choice=DayChoice)(command)
     for option in reversed(options):
         command = option(command)
     return command
 
 
-def open_episode(
-    data: Path,
-    day: dt.date,
-    pool: str | None,
-    holdings: str | None,
-    cash: float,
-    universe: str,
-    seed: int,
-    anonymize: bool,
-    anonymize_noise: float | None,
-) -> Episode:
-    from trade_data.store import MarketStore
-    from trade_tools.episode import Episode
-    from trade_tools.sampler import day_task, parse_holdings
+@dataclasses.dataclass(frozen=True)
+class DayChoice:
+    """The day ``trade tools call`` and ``play`` open, as their shared options (:func:`day_options`) give it."""
 
-    store = MarketStore.load(data)
-    task = day_task(
-        store,
-        day,
-        pool=pool.split(",") if pool is not None else None,
-        holdings=parse_holdings(holdings) if holdings is not None else None,
-        cash=cash,
-        universe=universe,
-        seed=seed,
-    )
-    task.anonymized = anonymize
-    task.anonymize_noise = noise_of(anonymize, anonymize_noise)
-    return Episode.start(task, store)
+    data: Path
+    day: dt.date
+    pool: str | None
+    holdings: str | None
+    cash: float
+    universe: str
+    seed: int
+    anonymize: bool
+    anonymize_noise: float | None
+
+    def open(self) -> Episode:
+        from trade_data.store import MarketStore
+        from trade_tools.episode import Episode
+        from trade_tools.sampler import day_task, parse_holdings
+
+        store = MarketStore.load(self.data)
+        task = day_task(
+            store,
+            self.day,
+            pool=self.pool.split(",") if self.pool is not None else None,
+            holdings=parse_holdings(self.holdings) if self.holdings is not None else None,
+            cash=self.cash,
+            universe=self.universe,
+            seed=self.seed,
+        )
+        task.anonymized = self.anonymize
+        task.anonymize_noise = noise_of(self.anonymize, self.anonymize_noise)
+        return Episode.start(task, store)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
-from pathlib import Path
 
 import click
 
-from trade_tools.commands._options import ANONYMIZE_NOISE, day_options, open_episode
+from trade_tools.commands._options import ANONYMIZE_NOISE, DayChoice, day_options
 
 
 @click.command("call", short_help="Call one tool as of a trading day and print its text.")
@@ -18,21 +16,13 @@ from trade_tools.commands._options import ANONYMIZE_NOISE, day_options, open_epi
 def call_command(
     name: str,
     arguments: str,
-    data: Path,
-    day: dt.date,
-    pool: str | None,
-    holdings: str | None,
-    cash: float,
-    universe: str,
-    seed: int,
-    anonymize: bool,
-    anonymize_noise: float | None,
+    choice: DayChoice,
 ) -> None:
     """Call tool NAME with --args JSON on day --date of --data, as the agent would.
 
     Exit status 1 when the tool answers with an error text.
     """
-    episode = open_episode(data, day, pool, holdings, cash, universe, seed, anonymize, anonymize_noise)
+    episode = choice.open()
     text = episode.call(name, arguments)
     click.echo(text)
     if text.startswith("错误："):

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sys
 from pathlib import Path
 
 import click
 
-from trade_tools.commands._options import ANONYMIZE_NOISE, day_options, open_episode
+from trade_tools.commands._options import ANONYMIZE_NOISE, DayChoice, day_options
 
 HELP = """Commands:
   NAME {{JSON}}     call a tool, e.g.  get_price_data {{"symbol": "{symbol}", "period": "20d"}}
@@ -37,15 +36,7 @@ def _shorthand(line: str) -> tuple[str, str]:
 @day_options
 def play_command(
     save: Path | None,
-    data: Path,
-    day: dt.date,
-    pool: str | None,
-    holdings: str | None,
-    cash: float,
-    universe: str,
-    seed: int,
-    anonymize: bool,
-    anonymize_noise: float | None,
+    choice: DayChoice,
 ) -> None:
     """An interactive session: read the prompts the model gets, call tools, trade, stop.
 
@@ -55,7 +46,7 @@ def play_command(
     from trade_tools.day import TradingDay
     from trade_tools.trajectory import write_trajectories
 
-    trading = TradingDay(open_episode(data, day, pool, holdings, cash, universe, seed, anonymize, anonymize_noise))
+    trading = TradingDay(choice.open())
     episode = trading.episode
     for message in trading.messages:
         click.echo(f"===== {message.role.upper()} =====\n{message.content}\n")
