@@ -25,9 +25,9 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from trade_core.errors import TradeError, error_line
 from trade_core.files import atomic_write, lock_file
@@ -297,6 +297,9 @@ class TasksManifest(RunManifest):
 
 
 MANIFESTS: dict[str, type[RunManifest]] = {"backtest": Manifest, "tasks": TasksManifest}
+_ANY_MANIFEST: TypeAdapter[Manifest | TasksManifest] = TypeAdapter(
+    Annotated[Manifest | TasksManifest, Field(discriminator="kind")]
+)
 
 
 def append_line(path: Path, text: str) -> None:
@@ -391,6 +394,18 @@ def read_manifest(out: Path, model: type[RunManifest] = Manifest) -> RunManifest
         kind = model.model_fields["kind"].default
         raise TradeError(
             f"{path} is not a {kind} manifest ({error_line(error)})", hint="run without --resume to start it"
+        ) from None
+
+
+def read_run_manifest(out: Path) -> Manifest | TasksManifest:
+    """The manifest of a backtest or tasks run, typed by the kind it states; a one-line error for a folder that
+    holds no such manifest (or one that cannot be read)."""
+    try:
+        return _ANY_MANIFEST.validate_json((out / MANIFEST).read_bytes())
+    except (OSError, ValidationError) as error:
+        raise TradeError(
+            f"{out} is not a backtest or tasks run folder (needs a readable {MANIFEST}: {error_line(error)})",
+            hint="pass the --out folder of a `trade eval backtest` or `trade eval tasks` run",
         ) from None
 
 

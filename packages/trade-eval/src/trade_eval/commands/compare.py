@@ -26,18 +26,14 @@ LABELS: dict[str, Label] = {
 
 def _kind(path: Path) -> str:
     """The manifest's kind ("backtest" or "tasks"), or a one-line error for a folder that is no run."""
-    from trade_tools.runfolder import MANIFEST
+    from trade_tools.runfolder import read_run_manifest
 
     try:
-        kind = json.loads((path / MANIFEST).read_text(encoding="utf-8")).get("kind")
-    except (OSError, ValueError, AttributeError):
-        kind = None
-    if kind not in ("backtest", "tasks"):
+        return read_run_manifest(path).kind
+    except TradeError as error:
         raise TradeError(
-            f"{path} is not a backtest or tasks run folder (needs a readable {MANIFEST})",
-            hint="pass the --out folders of two `trade eval backtest` or two `trade eval tasks` runs",
-        )
-    return kind
+            error.message, hint="pass the --out folders of two `trade eval backtest` or two `trade eval tasks` runs"
+        ) from None
 
 
 def _daily_returns(path: Path) -> tuple[str, dict[str, float], dict[str, Any]]:
@@ -66,12 +62,13 @@ def _episodes(path: Path) -> tuple[str, list[str], dict[tuple[str, int], Episode
     """(name, the run's schemes, the record of each played (task, sample)) of a tasks run folder; lines that
     cannot be read are skipped, as the report skips them."""
     from trade_eval.report.runs import read_records
-    from trade_tools.runfolder import EPISODES, MANIFEST, EpisodeRecord
+    from trade_tools.runfolder import EPISODES, EpisodeRecord, TasksManifest, read_run_manifest
 
-    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    manifest = read_run_manifest(path)
+    assert isinstance(manifest, TasksManifest)  # _kind said so
     records = read_records(path / EPISODES, EpisodeRecord, []) if (path / EPISODES).is_file() else []
     played = {(r.task_id, r.sample): r for r in records if r.status == "done"}
-    return f"{path.name} ({manifest.get('policy', '?')})", list(manifest.get("schemes") or {}), played
+    return f"{path.name} ({manifest.policy})", list(manifest.schemes), played
 
 
 def verdict(label: Label, a: str, b: str, result: dict[str, Any], common: str, level: float) -> str:
