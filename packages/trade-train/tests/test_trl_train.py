@@ -77,9 +77,20 @@ def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(
     tasks: Path, sample_dataset: Path, tiny_model: Path, tmp_path: Path
 ) -> None:
     """The tiny model taught the call format (trade-train's fixture, shared with tox -e eval and vllm), so some
-    first replies are well-formed calls; the trained model goes to the run folder, the taught one is untouched."""
+    first replies are well-formed calls; the trained model goes to the run folder, the taught one is untouched;
+    a plugin's ``trade_step_metrics`` hears each step's line as it is written."""
+    from trade_core import hookimpl
+    from trade_core.plugins import get_manager
+    from trade_core.testing import inline_plugin
     from trade_tools.runfolder import METRICS, ROLLOUTS, step_file
     from trade_train.trl_grpo.run import train
+
+    heard: list[tuple[str, int, dict[str, float]]] = []
+
+    class Listener:
+        @hookimpl
+        def trade_step_metrics(self, trainer: str, step: int, metrics: dict[str, float]) -> None:
+            heard.append((trainer, step, dict(metrics)))
 
     run_dir = tmp_path / "run"
     config = RunConfig(
@@ -93,12 +104,14 @@ def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(
     )
     taught = {path.name: path.stat().st_mtime_ns for path in tiny_model.iterdir()}
     started = time.perf_counter()
-    out = train(config)
+    with inline_plugin(get_manager(), Listener(), "listener"):
+        out = train(config)
     print(f"2 GRPO steps on CPU: {time.perf_counter() - started:.1f} s")
     assert (out / "config.json").is_file()
     assert {path.name: path.stat().st_mtime_ns for path in tiny_model.iterdir()} == taught
     lines = [json.loads(line) for line in (run_dir / METRICS).read_text().splitlines()]
     assert [line["step"] for line in lines] == [1, 2]
+    assert heard == [("trl-grpo", line["step"], {k: v for k, v in line.items() if k != "step"}) for line in lines]
     for line in lines:
         assert line["trade/trajectories"] == 4 and line["trade/groups"] == 1
         assert {"trade/reward/score/mean", "trade/stop_rate", "trade/tool_error_rate"} <= line.keys()
