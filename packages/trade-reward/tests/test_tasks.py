@@ -308,6 +308,29 @@ def test_anonymize_flags_the_tasks_and_renders_their_prompts_with_aliases(
     assert read_manifest(tmp_path / "anon").anonymized and not read_manifest(tmp_path / "plain").anonymized
 
 
+def test_anonymize_noise_lands_in_every_written_task_and_in_what_its_episodes_show(
+    sample_dataset: Path, sample_store: MarketStore, tmp_path: Path
+) -> None:
+    """`trade data tasks --anonymize --anonymize-noise SD`: each task carries SD, so whoever opens it (training,
+    `trade eval tasks`) reads perturbed bars; the draws and the ground truth are the noiseless build's."""
+    days = [d.date().isoformat() for d in sample_store.calendar[150:170]]
+    split = f"train={days[0]}:{days[-1]}"
+    common = ["data", "tasks", "--data", str(sample_dataset), "--split", split, "--seed", str(SEED), "--anonymize"]
+    assert run_trade(*common, "--out", str(tmp_path / "noisy"), "--anonymize-noise", "0.02").code == 0
+    assert run_trade(*common, "--out", str(tmp_path / "clean")).code == 0
+    noisy, clean = read_records(tmp_path / "noisy", "train"), read_records(tmp_path / "clean", "train")
+    assert len(noisy) == len(clean) > 5
+    shown = []
+    for record, reference in zip(noisy, clean, strict=True):
+        assert record.task == reference.task.model_copy(update={"anonymize_noise": 0.02})
+        assert record.ground_truth == reference.ground_truth
+        episodes = [Episode.start(r.task, sample_store) for r in (record, reference)]
+        symbol = record.task.pool[0]
+        texts = [e.call("get_price_data", {"symbol": e.hide(symbol)}) for e in episodes]
+        shown.append(texts[0] != texts[1])
+    assert all(shown)
+
+
 def test_the_dataset_is_found_from_anywhere_and_moves_with_the_tasks(
     sample_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
