@@ -228,3 +228,5 @@ def test_call_and_play_take_anonymize(sample_dataset: Path, tmp_path: Path) -> N
     assert not leaks(model_view, MarketStore.load(sample_dataset)), leaks(model_view, MarketStore.load(sample_dataset))
     (stored,) = read_trajectories(tmp_path / "d.jsonl")
     assert stored.episode.task.anonymized and "SZ000001" in stored.episode.aliases.reveal(model_view)  # type: ignore[union-attr]
+    units = re.search(r"：([\d,.]+)单位（可卖([\d,.]+)）", model_view)  # the prompt's holding, in units
+    assert units and f"{units[1]}(可卖{units[2]})" in model_view.split("现金 ")[1] and " 1000(可卖" not in model_view

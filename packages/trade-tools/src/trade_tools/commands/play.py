@@ -99,7 +99,12 @@ def _info(what: str, episode) -> str:  # type: ignore[no-untyped-def]
         return json.dumps(episode.tool_schemas(), ensure_ascii=False, indent=2)
     if what == "prompt":
         return "\n\n".join(m["content"] for m in episode.messages())
-    held = ", ".join(f"{s} {p.shares}(可卖{p.sellable})" for s, p in sorted(episode.positions.items())) or "空仓"
+    positions, count = episode.positions, episode.count  # in units of each stock's scale when anonymized
+    held = ", ".join(
+        f"{s} {count(s, positions[s].shares)}(可卖{count(s, positions[s].sellable)})"
+        for s in episode.shown_order(sorted(positions))
+    )
+    held = held or "空仓"
     return episode.hide(f"现金 {episode.cash:,.2f}；持仓 {held}；组合总值 {episode.value():,.2f}")
 
 
