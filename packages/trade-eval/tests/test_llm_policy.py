@@ -32,6 +32,17 @@ def play(
     return day, usage, server
 
 
+def test_two_tasks_of_one_day_are_sampled_apart_and_a_replay_the_same(sample_store: MarketStore) -> None:
+    """The request seed follows the task (run seed, task, reply), not the date: ``--per-day`` tasks of one T0
+    get their own streams, and the same task asks with the same seeds again (a resumed run samples alike)."""
+    from trade_eval.policies.llm import chat_request
+
+    days = [TradingDay.start(day_task(sample_store, DATE, pool_size=5, seed=s), sample_store) for s in (0, 1, 0)]
+    assert days[0].episode.task.task_id != days[1].episode.task.task_id
+    seeds = [chat_request(day, RunSettings(model="m", seed=3), [])["seed"] for day in days]
+    assert seeds[0] != seeds[1] and seeds[0] == seeds[2]
+
+
 def test_a_day_is_played_with_the_episode_tools_and_the_run_sampling(sample_store: MarketStore) -> None:
     with structlog.testing.capture_logs() as logs:
         day, usage, server = play(sample_store, [LOOP], temperature=0.7, top_p=0.9, max_tokens=512)

@@ -171,14 +171,15 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 def chat_request(day: TradingDay, settings: RunSettings, tools: list[dict[str, Any]]) -> dict[str, Any]:
     """The chat-completion arguments of the day's next reply. The seed is derived from the run's seed, the
-    day and the reply, so every request (a resumed run's too) samples the same way whatever else is in flight."""
+    task and the reply, so every request (a resumed run's too) samples the same way whatever else is in flight,
+    and two tasks of one day (``trade data tasks --per-day``) are sampled apart."""
     request: dict[str, Any] = {
         "model": settings.model,
         "messages": openai_messages(day.messages),
         "tools": tools,
         "tool_choice": "auto",
         "temperature": settings.temperature,
-        "seed": zlib.crc32(f"{settings.seed}/{day.episode.task.date}/{day.replies}".encode()),
+        "seed": zlib.crc32(f"{settings.seed}/{day.episode.task.task_id}/{day.replies}".encode()),
     }
     if settings.top_p is not None:
         request["top_p"] = settings.top_p
