@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+
+from trade_data.store import MarketStore
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -18,3 +22,45 @@ def test_the_alpha158_script_checks_the_shipped_table_against_qlib() -> None:
         [sys.executable, str(SCRIPTS / "alpha158_table.py"), "--check"], capture_output=True, text=True, check=False
     )
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def _copy_bound() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("copy_bound", SCRIPTS / "copy_bound.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+@pytest.mark.parametrize(("kind", "prefix"), [("full", "排序（从高到低）："), ("top", "最高：")])
+def test_the_copy_bound_ranking_line_lists_the_ranking_below_it(
+    sample_store: MarketStore, monkeypatch: pytest.MonkeyPatch, kind: str, prefix: str
+) -> None:
+    from trade_tools.builtins.alpha_factor import ComputeAlphaFactor
+    from trade_tools.episode import Episode
+    from trade_tools.sampler import day_task
+
+    monkeypatch.setattr(ComputeAlphaFactor, "run", ComputeAlphaFactor.run)  # put back after the test
+    _copy_bound().with_ranking_line(kind)
+    date = sample_store.calendar[200].date().isoformat()
+    episode = Episode.start(day_task(sample_store, date, pool_size=6, seed=1), sample_store)
+    *rows, line = episode.call("compute_alpha_factor", {"expression": "KMID"}).splitlines()
+    ranked = [row.split(". ", 1)[1].rsplit(": ", 1)[0] for row in rows if row[:1].isdigit()]
+    assert len(ranked) == 6 and line == prefix + ("、".join(ranked) if kind == "full" else ranked[0])
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "trade_train")),
+    reason="needs torch, transformers, trade-train[tiny] (tox -e trl)",
+)
+def test_the_copy_bound_script_fine_tunes_and_evaluates_the_held_out_tasks(tmp_path: Path) -> None:
+    args = ["--out", str(tmp_path), "--anonymize", "--ranking-line", "full", "--sft-steps", "3"]
+    run = subprocess.run(
+        [sys.executable, str(SCRIPTS / "copy_bound.py"), *args, "--samples", "1", "--tasks", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "fine-tune: 3 steps" in run.stdout and "2 episodes: 2 played" in run.stdout, run.stdout
+    assert (tmp_path / "evaluate" / "summary.json").is_file()

@@ -42,13 +42,15 @@ choice of stock, not arithmetic (1,000 shares of a 2-300 CNY stock fit the 40% c
 
 
 def signal_demonstrations(
-    store: MarketStore, records: Sequence[TaskRecord], signal: str, *, seed: int
+    store: MarketStore, records: Sequence[TaskRecord], signal: str, *, seed: int, top: bool = False
 ) -> list[Demonstration]:
     """One demonstration per task: the signal ranked on the pool with ``compute_alpha_factor``, then a buy of
     a stock drawn uniformly from the ranking (among those the Episode would fill), then stop.
 
     Every choice is shown equally often, so the fine-tuned model knows how to act on the ranking but not which
-    rank pays: the untrained exploit share is about 1/pool, and what GRPO adds to it is what it learned."""
+    rank pays: the untrained exploit share is about 1/pool, and what GRPO adds to it is what it learned.
+    ``top``: the buy is always the top fillable stock, the rule itself (the supervised bound of
+    ``scripts/copy_bound.py``: can the model learn it from labelled days at all?)."""
     rng = np.random.default_rng(seed)
     demonstrations = []
     for record in records:
@@ -57,7 +59,7 @@ def signal_demonstrations(
         day.turn("", [("compute_alpha_factor", json.dumps({"expression": signal}))])  # the whole pool
         fillable = [s for s in signal_ranking(episode.view, signal, episode.task.pool) if _fills(episode, s)]
         if fillable:
-            symbol = fillable[int(rng.integers(len(fillable)))]
+            symbol = fillable[0 if top else int(rng.integers(len(fillable)))]
             amount = episode.units_for(symbol, SIGNAL_BUY_SHARES)
             order = {"type": "buy", "symbol": episode.hide(symbol), "amount": amount, "reasoning": ""}
             day.turn("", [("TakeAction", json.dumps(order, ensure_ascii=False))])

@@ -79,6 +79,11 @@ def tasks(ctx: Context) -> dict[str, Any]:
     }
 
 
+def spread(records: list[Any], count: int) -> list[Any]:
+    """``count`` of the training records, spread over their days (the demonstrations' days)."""
+    return records[:: max(1, len(records) // count)][:count]
+
+
 def model(ctx: Context) -> dict[str, Any]:
     """The tiny Qwen3 (`trade model tiny`), fine-tuned on training days played through the Episode: on a market
     with a planted signal, the signal ranked and a stock of the ranking bought at random; else the momentum
@@ -93,7 +98,7 @@ def model(ctx: Context) -> dict[str, Any]:
     s = ctx.settings
     store = MarketStore.load(ctx.results["market"]["data"])
     records = read_records(Path(ctx.results["tasks"]["tasks"]), "train")
-    chosen = records[:: max(1, len(records) // s.demonstrations)][: s.demonstrations]  # spread over the days
+    chosen = spread(records, s.demonstrations)
     if store.planted_signal:
         demos = signal_demonstrations(store, chosen, store.planted_signal, seed=s.seed)
     else:
