@@ -19,8 +19,9 @@ import pytest
 from trade_core.testing import run_trade
 
 SHARED = "TRADE_TEST_MODELS"
-SFT_STEPS = 400
-"""At 300 steps the greedy first token of a reply flipped away from <tool_call> when a tool schema changed."""
+SFT_STEPS = 600
+"""At 300 steps the greedy first token of a reply flipped away from <tool_call> when a tool schema changed; at 400
+on another machine's CPU (the fine-tune is deterministic per machine only) the base's calls repeated <tool_call>."""
 TUNE_S = 1800
 """Teaching the tiny model takes about 2 min on 2 idle cores; over 10 on cores shared with other jobs."""
 
