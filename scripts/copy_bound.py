@@ -11,11 +11,14 @@ name copied from the tool's text can be right. ``--ranking-line`` is the experim
 model reads: a line appended to compute_alpha_factor's text, ``full`` (排序（从高到低）：A、B、...: every name at
 a fixed distance from the reply) or ``top`` (最高：A). ``--choice uniform`` buys a stock drawn from the ranking,
 as the quickstart's own demonstrations do. Prints the fine-tune's time and loss and the held-out summary.
+A rerun into OUT keeps its market and tasks and redoes the rest.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 from pathlib import Path
 
 LINES = {
@@ -38,15 +41,22 @@ def with_ranking_line(kind: str) -> None:
     ComputeAlphaFactor.run = ranked_then_line  # type: ignore[method-assign]
 
 
+def positive(text: str) -> int:
+    """An argument that must be a whole number above 0 (argparse prints the one-line error)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
+    return int(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--anonymize", action="store_true")
     parser.add_argument("--ranking-line", choices=["full", "top", "none"], default="none")
     parser.add_argument("--choice", choices=["top", "uniform"], default="top")
-    parser.add_argument("--sft-steps", type=int, default=600)
-    parser.add_argument("--samples", type=int, default=4, help="samples of each held-out task")
-    parser.add_argument("--tasks", type=int, help="held-out tasks evaluated (the first N; default: all 20)")
+    parser.add_argument("--sft-steps", type=positive, default=600)
+    parser.add_argument("--samples", type=positive, default=4, help="samples of each held-out task")
+    parser.add_argument("--tasks", type=positive, help="held-out tasks evaluated (the first N; default: all 20)")
     args = parser.parse_args()
     if args.ranking_line != "none":
         with_ranking_line(args.ranking_line)
@@ -64,8 +74,10 @@ def main() -> None:
     from trade_train.tiny.model import build_tiny_model
     from trade_train.tiny.sft import tune_on
 
-    s = QuickstartSettings(sft_steps=args.sft_steps)
+    s = QuickstartSettings()  # the market and tasks are the default quickstart's, whatever is tuned on them
     state = run_stages(args.out / "quickstart", s, STAGES, stop_after="tasks")
+    for made in ("tasks-anonymized", "model", "evaluate"):  # a rerun keeps the market and tasks, redoes the rest
+        shutil.rmtree(args.out / made, ignore_errors=True)
     data = Path(state.finished["market"].result["data"])
     tasks = Path(state.finished["tasks"].result["tasks"])
     if args.anonymize:
@@ -85,7 +97,7 @@ def main() -> None:
     chosen = spread(read_records(tasks, "train"), s.demonstrations)
     demos = signal_demonstrations(store, chosen, store.planted_signal, seed=s.seed, top=args.choice == "top")
     model = build_tiny_model(args.out / "model", seed=s.seed, layers=s.model_layers, hidden=s.model_hidden)
-    tuned = tune_on(model, demos, s.sft_steps, seed=s.seed)
+    tuned = tune_on(model, demos, args.sft_steps, seed=s.seed)
     print(f"fine-tune: {tuned.steps} steps in {tuned.seconds:.0f} s, last loss {tuned.last_loss:.3f}")
 
     records, split, _ = load_tasks(tasks, "test")
@@ -101,4 +113,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from trade_core.errors import TradeError
+
+    try:
+        main()
+    except TradeError as error:  # a folder that is no run of this script, a market that cannot be built ...
+        sys.exit(f"error: {error.one_line()}")

@@ -64,3 +64,18 @@ def test_the_copy_bound_script_fine_tunes_and_evaluates_the_held_out_tasks(tmp_p
     assert run.returncode == 0, run.stderr[-2000:]
     assert "fine-tune: 3 steps" in run.stdout and "2 episodes: 2 played" in run.stdout, run.stdout
     assert (tmp_path / "evaluate" / "summary.json").is_file()
+    again = subprocess.run(  # a rerun into the folder keeps its market and tasks and redoes the rest
+        [sys.executable, str(SCRIPTS / "copy_bound.py"), *args, "--samples", "1", "--tasks", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert again.returncode == 0 and "1 episodes: 1 played" in again.stdout, again.stderr[-2000:]
+
+
+def test_the_copy_bound_script_refuses_a_count_below_one_in_one_line(tmp_path: Path) -> None:
+    args = [sys.executable, str(SCRIPTS / "copy_bound.py"), "--out", str(tmp_path / "x"), "--sft-steps", "0"]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 2 and run.stderr.splitlines()[-1].endswith("'0' is not a whole number above 0")
+    assert not (tmp_path / "x").exists()
