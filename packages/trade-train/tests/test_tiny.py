@@ -191,7 +191,7 @@ def test_tuning_is_deterministic(tmp_path: Path, market: Path) -> None:
 @pytest.mark.slow
 def test_tuned_model_answers_with_a_well_formed_tool_call(tmp_path: Path, market: Path) -> None:
     model_dir = build_tiny_model(tmp_path / "tuned")
-    report = tune_tool_calls(model_dir, market, 600)
+    report = tune_tool_calls(model_dir, market)
     assert report.last_loss < 0.5 * report.first_loss
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)

@@ -35,7 +35,7 @@ class TuneReport:
 
 
 def tune_tool_calls(
-    model_dir: Path, data: Path | None = None, steps: int = 400, *, seed: int = 0, demonstrations: int = 48
+    model_dir: Path, data: Path | None = None, steps: int = 600, *, seed: int = 0, demonstrations: int = 48
 ) -> TuneReport:
     """Fine-tune the model in ``model_dir`` in place on the scripted policy's demonstrations
     (:mod:`trade_train.tiny.scripted`) on ``data``; without it, on a small seeded synthetic market."""
