@@ -8,13 +8,16 @@ The server runs in its own process, as vLLM would (its threads would otherwise s
 Each episode is --requests replies (tool calls, then TakeAction(stop)), so one takes at least requests x latency
 however fast the harness is. Concurrency 1 plays --serial-episodes only (the rest would take minutes of waiting)
 and its time for --episodes is extrapolated from its time per episode; the table says so. The CPU columns are
-the harness's (this process: asyncio, aiohttp, Episodes, scoring, appends) and the server's per episode: with
-both near one core's worth the run is CPU-bound, not waiting on the latency.
+the harness's (this process and its --workers: asyncio, aiohttp, Episodes, scoring, appends) and the server's per
+episode: with both near one core's worth the run is CPU-bound, not waiting on the latency. ``--workers 1 2`` runs
+each concurrency (above 1) with each number of worker processes, one after the other. ``--policy momentum`` (any
+baseline) plays without the server: only the harness's CPU then, which is where more workers use more cores.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -53,13 +56,29 @@ def server_process(script: Callable) -> Iterator[dict]:
         child.join()
 
 
+def harness_cpu() -> float:
+    """CPU seconds of this process and of its children already joined: the workers of a run, not the server
+    (joined when its block ends, after the run is timed)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def main() -> None:
     parser = common.parser(__doc__)
     parser.add_argument("--latency", type=float, default=0.2, help="seconds before the server answers a request")
-    parser.add_argument("--episodes", type=int, default=256, help="tasks evaluated at each concurrency")
+    parser.add_argument(
+        "--episodes", type=int, default=256, help="tasks evaluated at each concurrency (at most those of the split)"
+    )
+    parser.add_argument("--samples", type=int, default=1, help="samples of each task (episodes = tasks x samples)")
     parser.add_argument("--serial-episodes", type=int, default=16, help="tasks played at concurrency 1")
     parser.add_argument("--requests", type=int, default=2, help="replies per episode (the last one stops)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1], help="`--workers` values, each run beside the others"
+    )
+    parser.add_argument(
+        "--policy", default="llm", help="a registered policy: llm talks to the server, a baseline needs none"
+    )
     args = parser.parse_args()
 
     from trade_core.logging import configure_logging
@@ -67,8 +86,7 @@ def main() -> None:
     configure_logging(level="error")
 
     from trade_data.store import MarketStore
-    from trade_eval.policies.llm import LLMPolicy
-    from trade_eval.policy import RunSettings
+    from trade_eval.policy import POLICIES, RunSettings
     from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
     from trade_eval.testing import stop_after
     from trade_reward.schemes import get_scheme
@@ -82,61 +100,68 @@ def main() -> None:
         build_tasks(data, Path(tmp) / "tasks", split=SPLIT, pool_size="10-30", per_day=3, seed=0)
         records, split, _ = load_tasks(Path(tmp) / "tasks", "test")
         store = MarketStore.load(data)
-        for n, concurrency in enumerate(args.concurrency):
-            count = args.serial_episodes if concurrency == 1 else args.episodes
-            evaluation = TasksEval(store, records[:count], [get_scheme("bucketed")])
+        full = min(args.episodes, len(records)) * args.samples
+        runs = [(c, w) for c in args.concurrency for w in args.workers if c > 1 or w == 1]
+        for n, (concurrency, workers) in enumerate(runs):
+            tasks = min(args.serial_episodes if concurrency == 1 else args.episodes, len(records))
+            evaluation = TasksEval(store, records[:tasks], [get_scheme("bucketed")], args.samples)
+            count = tasks * args.samples
             settings = RunSettings(model="bench")
             out = Path(tmp) / f"run-{n}"
             with server_process(script) as server:
+                servers = [server["url"]] if args.policy == "llm" else []
                 manifest = new_manifest(
                     evaluation,
-                    "llm",
+                    args.policy,
                     settings,
                     command=[],
                     tasks=Path(tmp) / "tasks",
                     split=split,
-                    servers=[server["url"]],
+                    servers=servers,
                     data=data,
                 )
-                started, cpu = time.perf_counter(), time.process_time()
+                started, cpu = time.perf_counter(), harness_cpu()
                 summary = run_tasks(
                     evaluation,
-                    LLMPolicy(),
+                    POLICIES.get(args.policy),
                     settings,
                     out,
                     manifest,
-                    servers=[server["url"]],
+                    servers=servers,
                     concurrency=concurrency,
+                    workers=workers,
                     progress=False,
                 )
-                wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+                wall, cpu = time.perf_counter() - started, harness_cpu() - cpu
             assert summary["played"] == count, summary["failure_reasons"]
             per_episode = wall / count
-            total = per_episode * args.episodes
+            total = per_episode * full
             serial = serial or total
             rows.append(
                 (
                     str(concurrency),
+                    str(workers),
                     str(count),
-                    f"{total:.1f} s" + (" (extrapolated)" if count < args.episodes else ""),
+                    f"{total:.1f} s" + (" (extrapolated)" if count < full else ""),
                     f"{count / wall:.1f}",
-                    f"{serial / total:.0f}x",
+                    f"{serial / total:.1f}x",
                     str(server["peak"]),
                     f"{cpu / count * 1e3:.1f} ms",
                     f"{server['cpu'] / count * 1e3:.1f} ms",
                 )
             )
     header = (
-        f"{common.machine()}; `trade eval tasks` with the llm policy, {args.requests} replies an episode, the "
-        f"server answering each after {args.latency * 1e3:.0f} ms (latency floor {args.requests * args.latency:.1f} s "
-        f"an episode); time for {args.episodes} episodes"
+        f"{common.machine()}; `trade eval tasks` with the {args.policy} policy, {args.requests} replies an episode, "
+        f"the server answering each after {args.latency * 1e3:.0f} ms (latency floor "
+        f"{args.requests * args.latency:.1f} s an episode); time for {full} episodes ({args.samples} samples a task)"
     )
     columns = [
         "concurrency",
+        "workers",
         "episodes played",
-        f"time for {args.episodes}",
+        f"time for {full}",
         "episodes/s",
-        "speed-up vs 1",
+        "speed-up vs the first row",
         "peak requests in flight",
         "harness CPU per episode",
         "server CPU per episode",

@@ -23,6 +23,12 @@ NO_TORCH = any(importlib.util.find_spec(m) is None for m in ("torch", "transform
             "| concurrency |",
             2,
         ),
+        (
+            "bench_eval_tasks.py",
+            ["--policy", "momentum", "--episodes", "4", "--samples", "2", "--concurrency", "4", "--workers", "1", "2"],
+            "| concurrency |",
+            2,
+        ),
         ("bench_anonymize.py", ["--calls", "3"], "| call |", 3),
         pytest.param(
             "bench_local_batch.py",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -48,6 +49,7 @@ def _run(
     concurrency: int = 8,
     limit: int | None = None,
     resume: bool = False,
+    workers: int = 1,
 ) -> dict:
     records, split, _ = load_tasks(tasks, "test")
     evaluation = TasksEval(sample_store, records[:limit], [get_scheme("bucketed"), get_scheme("continuous")], samples)
@@ -63,6 +65,7 @@ def _run(
         manifest,
         servers=servers,
         concurrency=concurrency,
+        workers=workers,
         resume=resume,
         progress=False,
     )
@@ -245,6 +248,71 @@ def test_the_episodes_play_with_what_was_alive_before_them_out_of_the_collectors
     assert gc.get_freeze_count() == 0
 
 
+def _played(out: Path) -> dict[tuple[str, int], tuple[dict, dict]]:
+    """Each (task, sample)'s record and trajectory, without what differs between any two runs (the trajectory's
+    random id and time, the latency)."""
+    trajectories = {t.pop("id"): {**t, "created_at": None} for t in _lines(out / TRAJECTORIES)}
+    return {
+        (e["task_id"], e["sample"]): ({**e, "latency_s": None, "trajectory_id": None}, trajectories[e["trajectory_id"]])
+        for e in _lines(out / EPISODES)
+    }
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_workers_play_the_same_episodes_and_one_process_writes_them(
+    tasks_folder: Path, sample_store: MarketStore, tmp_path: Path, workers: int
+) -> None:
+    """`--workers N`: the episodes are shared among N processes with their own event loops; the run folder holds
+    what one process writes (every record after its trajectory, each line whole) and the same scores."""
+    with FaultServer(default=STOP) as server:
+        one = _run(tasks_folder, sample_store, tmp_path / "one", "llm", (server.url,), samples=2)
+        many = _run(tasks_folder, sample_store, tmp_path / "many", "llm", (server.url,), samples=2, workers=workers)
+    assert _played(tmp_path / "many") == _played(tmp_path / "one") and len(_played(tmp_path / "one")) > 8
+    assert many["mean_reward"] == one["mean_reward"] and many["played"] == one["played"]
+    baseline = [_run(tasks_folder, sample_store, tmp_path / f"m{n}", "momentum", workers=n) for n in (1, workers)]
+    assert baseline[0]["mean_reward"] == baseline[1]["mean_reward"]
+
+
+class _DiesInAWorker(_HeapWatcher):
+    """Ends the day at once; in a worker process, the episode of task ``fatal`` kills the process."""
+
+    name = "dies-in-a-worker"
+
+    def __init__(self, fatal: str) -> None:
+        super().__init__()
+        self.parent, self.fatal = os.getpid(), fatal
+
+    async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
+        if os.getpid() != self.parent and day.episode.task.task_id == self.fatal:
+            os._exit(3)
+        return await super().play(day, settings)
+
+
+def test_a_worker_that_dies_stops_the_run_in_one_line_and_a_resume_plays_the_rest(
+    tasks_folder: Path, sample_store: MarketStore, tmp_path: Path
+) -> None:
+    records, split, _ = load_tasks(tasks_folder, "test")
+    evaluation = TasksEval(sample_store, records, [get_scheme("bucketed")])
+    policy, settings = _DiesInAWorker(fatal=records[4].task.task_id), RunSettings()
+    manifest = new_manifest(
+        evaluation,
+        policy.name,
+        settings,
+        command=[],
+        tasks=tasks_folder,
+        split=split,
+        servers=(),
+        data=sample_store.path,
+    )
+    out = tmp_path / "run"
+    with pytest.raises(TradeError, match=r"an evaluation worker died \(exit code 3\)"):
+        run_tasks(evaluation, policy, settings, out, manifest, workers=2, progress=False)
+    written = _lines(out / EPISODES)
+    assert 0 < len(written) < len(records)
+    summary = run_tasks(evaluation, _HeapWatcher(), settings, out, manifest, resume=True, progress=False)
+    assert summary["played"] == len(records) == len({e["task_id"] for e in _lines(out / EPISODES)})
+
+
 def test_llm_needs_a_server_and_a_folder_needs_a_split(tasks_folder: Path) -> None:
     done = run_trade("eval", "tasks", "--tasks", str(tasks_folder), "--model", "m", "--base-url", "http://x/v1")
     assert done.code == 2 and "is a tasks folder: --split is required (its splits: test)" in done.err
@@ -262,3 +330,13 @@ def test_every_server_is_checked_first_and_a_run_that_played_nothing_exits_non_z
         failed = run_trade(*args, "--base-url", server.url, "--retries", "0", "--out", str(out))
     assert failed.code == 2 and failed.err.strip().splitlines()[-1].startswith(f"error: all 2 episodes of {out} failed")
     assert "2 episodes: 0 played, 2 failed (server)" in failed.out and len(_lines(out / EPISODES)) == 2
+
+
+def test_the_cli_plays_with_workers(tasks_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["eval", "tasks", "--tasks", str(tasks_folder), "--split", "test", "--policy", "momentum", "--limit", "4"]
+    done = run_trade(*args, "--workers", "2", "--out", str(out))
+    assert done.code == 0, done.err
+    assert "4 episodes: 4 played, 0 failed (server)" in done.out and len(_lines(out / EPISODES)) == 4
+    refused = run_trade(*args, "--workers", "0", "--out", str(tmp_path / "none"))
+    assert refused.code == 2 and "--workers" in refused.err

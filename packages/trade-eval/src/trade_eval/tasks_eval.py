@@ -321,14 +321,16 @@ def run_tasks(
     *,
     servers: Sequence[str] = (),
     concurrency: int = 64,
+    workers: int = 1,
     resume: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Play every (task, sample) not yet in ``out`` and write summary.json; returns it."""
+    """Play every (task, sample) not yet in ``out`` and write summary.json; returns it. ``workers`` > 1 plays
+    them in that many processes (:func:`in_workers`), this one alone writing the folder."""
     out = Path(out)
     with writer_lock(out):
         records = open_run(out, manifest, resume=resume)
-        play_into(evaluation, policy, settings, out, records, servers, concurrency, progress)
+        play_into(evaluation, policy, settings, out, records, servers, concurrency, progress, workers)
         summary = summarize(records, [s.name for s in evaluation.schemes])
         write_json(out / SUMMARY, TasksSummary.model_validate(summary))
     evaluation.manager.notify(trade_run_finished, kind="tasks", folder=out)
@@ -344,6 +346,7 @@ def play_into(
     servers: Sequence[str],
     concurrency: int,
     progress: bool,
+    workers: int = 1,
 ) -> None:
     """Play the (task, sample) pairs ``records`` lacks, each episode's trajectory and record appended to ``out``
     (and the record to ``records``) as it finishes."""
@@ -352,27 +355,114 @@ def play_into(
     pending = evaluation.pending(records)
     first = evaluation.schemes[0].name
     total = len(evaluation.records) * evaluation.samples
-    log.info("tasks.start", out=str(out), policy=policy.name, episodes=total, done=len(records))
+    log.info("tasks.start", out=str(out), policy=policy.name, episodes=total, done=len(records), workers=workers)
     bar = tqdm(
         total=total, initial=total - len(pending), desc=policy.name, unit="ep", disable=None if progress else True
     )
+    scores = [r.rewards[first].score for r in records if r.status == "done"]
+
+    def take(appender: Appender, record: EpisodeRecord, record_json: str, trajectory_json: str) -> None:
+        appender.append(out / TRAJECTORIES, trajectory_json)
+        appender.append(out / EPISODES, record_json)
+        records.append(record)
+        if record.status == "done":
+            scores.append(record.rewards[first].score)
+        else:
+            log.warning("tasks.episode_failed", task=record.task_id, sample=record.sample, reason=record.reason)
+        bar.set_postfix_str(f"{first} {statistics.fmean(scores):+.3f}" if scores else "")
+        bar.update()
 
     async def play(appender: Appender) -> None:
-        scores = [r.rewards[first].score for r in records if r.status == "done"]
         async with shared_clients(concurrency):
             async for record, trajectory in evaluation.episodes(policy, settings, pending, servers, concurrency):
-                appender.append(out / TRAJECTORIES, trajectory.model_dump_json())
-                appender.append(out / EPISODES, record.model_dump_json())
-                records.append(record)
-                if record.status == "done":
-                    scores.append(record.rewards[first].score)
-                else:
-                    log.warning("tasks.episode_failed", task=record.task_id, sample=record.sample, reason=record.reason)
-                bar.set_postfix_str(f"{first} {statistics.fmean(scores):+.3f}" if scores else "")
-                bar.update()
+                take(appender, record, record.model_dump_json(), trajectory.model_dump_json())
 
     with bar, Appender() as appender, frozen_heap():
-        asyncio.run(play(appender))
+        if workers > 1 and len(pending) > 1:
+            for record_json, trajectory_json in in_workers(
+                evaluation, policy, settings, pending, servers, concurrency, workers
+            ):
+                take(appender, EpisodeRecord.model_validate_json(record_json), record_json, trajectory_json)
+        else:
+            asyncio.run(play(appender))
+
+
+def in_workers(
+    evaluation: TasksEval,
+    policy: Policy,
+    settings: RunSettings,
+    pending: Sequence[tuple[TaskRecord, int]],
+    servers: Sequence[str],
+    concurrency: int,
+    workers: int,
+) -> Iterator[tuple[str, str]]:
+    """Play ``pending`` in ``workers`` forked processes, each with its own event loop, every ``workers``-th pair
+    and its share of ``concurrency`` in flight: one event loop's harness is one core's worth (encoding, tool
+    texts, scoring). Yields each episode's record and trajectory as JSON as it finishes, for this process alone to
+    write. A worker that fails or dies stops the run with one line; the episodes already yielded stay written."""
+    import multiprocessing
+    import queue as queues
+
+    fork = multiprocessing.get_context("fork")  # the store's memory maps, the tasks and the plugins come along
+    results = fork.Queue()
+    each = -(-concurrency // workers)
+    started = [
+        fork.Process(
+            target=_play_share,
+            args=(evaluation, policy, settings, pending[n::workers], servers, each, results),
+            daemon=True,
+        )
+        for n in range(min(workers, len(pending)))
+    ]
+    for process in started:
+        process.start()
+    running = len(started)
+    try:
+        while running:
+            try:
+                message = results.get(timeout=1.0)
+            except queues.Empty:
+                dead = [p for p in started if p.exitcode not in (None, 0)]
+                if dead and results.empty():
+                    raise TradeError(
+                        f"an evaluation worker died (exit code {dead[0].exitcode})", hint="rerun with --resume"
+                    ) from None
+                continue
+            if message is None:
+                running -= 1
+            elif isinstance(message, str):
+                raise TradeError(f"an evaluation worker failed: {message}", hint="rerun with --resume")
+            else:
+                yield message
+    finally:
+        for process in started:
+            if process.is_alive():
+                process.terminate()
+            process.join()
+
+
+def _play_share(
+    evaluation: TasksEval,
+    policy: Policy,
+    settings: RunSettings,
+    share: Sequence[tuple[TaskRecord, int]],
+    servers: Sequence[str],
+    concurrency: int,
+    results: Any,
+) -> None:
+    """A worker of :func:`in_workers`: its episodes' (record, trajectory) JSON, then None; or its error's line."""
+
+    async def play() -> None:
+        async with shared_clients(concurrency):
+            async for record, trajectory in evaluation.episodes(policy, settings, share, servers, concurrency):
+                results.put((record.model_dump_json(), trajectory.model_dump_json()))
+
+    try:
+        asyncio.run(play())
+    except BaseException as error:  # the parent reports it in one line
+        results.put(error_line(error))
+        return
+    results.put(None)
 
 
 @contextmanager

@@ -55,6 +55,14 @@ SHARED = (
     "--concurrency", default=64, show_default=True, type=click.IntRange(min=1), help="Episodes in flight at once."
 )
 @click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Processes playing the episodes, each with its own event loop and a share of --concurrency (one loop's "
+    "harness is a core's worth; for served policies: --policy local would load the model in each).",
+)
+@click.option(
     "--scheme",
     "schemes",
     multiple=True,
@@ -74,6 +82,7 @@ def tasks_command(
     model: str,
     samples: int,
     concurrency: int,
+    workers: int,
     schemes: tuple[str, ...],
     data: Path | None,
     limit: int | None,
@@ -160,7 +169,15 @@ def tasks_command(
     who = run_label(policy_name, model, evaluation.anonymized)
     out = out or Path("runs") / f"tasks-{who}-{split_name}-x{samples}-seed{seed}"
     summary = run_tasks(
-        evaluation, policy, settings, out, manifest, servers=servers, concurrency=concurrency, resume=resume
+        evaluation,
+        policy,
+        settings,
+        out,
+        manifest,
+        servers=servers,
+        concurrency=concurrency,
+        workers=workers,
+        resume=resume,
     )
     click.echo(f"\n{out}: {len(evaluation.records)} tasks of {split_name} x {samples} sample(s), policy {policy_name}")
     click.echo("\n".join(summary_lines(summary)))
