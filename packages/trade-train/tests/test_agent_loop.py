@@ -498,6 +498,9 @@ def test_a_step_through_transfer_queue_gives_the_metrics_and_records(
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+    from trade_core import hookimpl
+    from trade_core.plugins import get_manager
+    from trade_core.testing import inline_plugin
     from trade_train.verl_grpo.verl_trainer import TradingMetrics, install
 
     days = {"both_stop": "2024-06-05", "both_unknown_tool": "2024-06-07", "one_of_each": "2024-06-19"}
@@ -543,7 +546,16 @@ def test_a_step_through_transfer_queue_gives_the_metrics_and_records(
     trainer.global_steps = 1
     metrics: dict[str, Any] = {}
     trainer._compute_advantage(batch, metrics)
-    trainer._compute_metrics(batch, metrics, {"step": time.perf_counter() - started}, 1, 0)
+    heard: list[tuple[str, int, dict[str, Any]]] = []
+
+    class Listener:
+        @hookimpl
+        def trade_step_metrics(self, trainer: str, step: int, metrics: dict[str, Any]) -> None:
+            heard.append((trainer, step, dict(metrics)))
+
+    with inline_plugin(get_manager(), Listener(), "listener"):
+        trainer._compute_metrics(batch, metrics, {"step": time.perf_counter() - started}, 1, 0)
+    assert heard == [("verl-grpo", 1, metrics)]  # a plugin hears the step's metrics, verl's and ours
     assert metrics["critic/score/mean"] == pytest.approx(metrics["trade/reward/score/mean"])  # verl's own, alike
     assert metrics["trade/reward/score/mean"] == pytest.approx((0 + 0 - 3 - 3 + 0 - 3) / 6)
     assert metrics["trade/zero_variance_groups"] == pytest.approx(2 / 3)
