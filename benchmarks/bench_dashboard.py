@@ -34,7 +34,7 @@ def build_run(dataset: Path, out: Path, episodes: int) -> tuple[int, int]:
     from trade_data.store import MarketStore
     from trade_eval.policies.baselines import Momentum
     from trade_eval.policy import DayUsage, RunSettings
-    from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
+    from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks
     from trade_reward.schemes import get_scheme
     from trade_reward.taskbuilder import build_tasks
     from trade_tools.day import TradingDay

@@ -87,7 +87,7 @@ def main() -> None:
 
     from trade_data.store import MarketStore
     from trade_eval.policy import POLICIES, RunSettings
-    from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
+    from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks
     from trade_eval.testing import stop_after
     from trade_reward.schemes import get_scheme
     from trade_reward.taskbuilder import build_tasks
@@ -133,7 +133,7 @@ def main() -> None:
                     progress=False,
                 )
                 wall, cpu = time.perf_counter() - started, harness_cpu() - cpu
-            assert summary["played"] == count, summary["failure_reasons"]
+            assert summary.played == count, summary.failure_reasons
             per_episode = wall / count
             total = per_episode * full
             serial = serial or total

@@ -43,7 +43,7 @@ def main() -> None:
     from trade_data.store import MarketStore
     from trade_data.synth import write_synthetic_market
     from trade_eval.policy import POLICIES, RunSettings
-    from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
+    from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks
     from trade_reward.schemes import get_scheme
     from trade_reward.taskbuilder import build_tasks
 
@@ -77,7 +77,7 @@ def main() -> None:
                 )
                 summary = run_tasks(evaluation, policy, settings, out, manifest, concurrency=args.tasks, progress=False)
                 wall = time.perf_counter() - started
-                assert summary["played"] == args.tasks, summary["failure_reasons"]
+                assert summary.played == args.tasks, summary.failure_reasons
                 episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
                 runs[batch].append((wall, sum(e["requests"] for e in episodes)))
                 prompts = sum(e["prompt_tokens"] for e in episodes) / runs[batch][-1][1]

@@ -63,7 +63,7 @@ def main() -> None:
 
     from trade_data.store import MarketStore
     from trade_eval.policy import POLICIES, RunSettings
-    from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks, summary_lines
+    from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks, summary_lines
     from trade_reward.schemes import get_scheme
     from trade_reward.taskbuilder import build_tasks
     from trade_reward.taskfolder import read_records

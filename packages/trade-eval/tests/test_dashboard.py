@@ -32,8 +32,8 @@ from trade_eval.dashboard.app import LOOPBACK_HOSTS, allowed_hosts, make_app
 from trade_eval.dashboard.lines import LineIndex
 from trade_eval.policies.baselines import Hold
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
-from trade_eval.tasks_eval import TasksEval, load_tasks, run_tasks
-from trade_eval.tasks_eval import new_manifest as tasks_manifest
+from trade_eval.single_day import TasksEval, load_tasks, run_tasks
+from trade_eval.single_day import new_manifest as tasks_manifest
 from trade_reward.schemes import get_scheme
 from trade_reward.taskbuilder import build_tasks
 from trade_tools.day import TradingDay

@@ -118,7 +118,7 @@ def tasks_command(
     from trade_data.store import MarketStore
     from trade_eval.memorisation import warn_before_cutoff
     from trade_eval.policy import POLICIES, RunSettings
-    from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks, summary_lines
+    from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks, summary_lines
     from trade_reward.schemes import get_scheme
 
     policy = POLICIES.get(policy_name)
@@ -181,7 +181,7 @@ def tasks_command(
     )
     click.echo(f"\n{out}: {len(evaluation.records)} tasks of {split_name} x {samples} sample(s), policy {policy_name}")
     click.echo("\n".join(summary_lines(summary)))
-    refuse_nothing_played(summary["failed"], summary["episodes"], "episodes", out)
+    refuse_nothing_played(summary.failed, summary.episodes, "episodes", out)
 
 
 tasks_command.params += [p for p in backtest_command.params if p.name in SHARED]

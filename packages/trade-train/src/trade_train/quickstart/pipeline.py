@@ -176,7 +176,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     """The held-out test tasks played by the trained model, its untrained self and the baselines (`trade eval
     tasks`), and the trained model compared with its untrained self (`trade eval compare`)."""
     from trade_eval.commands.compare import compare_tasks
-    from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
+    from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks
     from trade_reward.schemes import get_scheme
 
     s = ctx.settings
@@ -200,7 +200,8 @@ def evaluate(ctx: Context) -> dict[str, Any]:
             servers=[],
             data=data,
         )
-        summaries[side] = run_tasks(evaluation, policy, settings, ctx.folder("evaluate") / side, manifest)
+        summary = run_tasks(evaluation, policy, settings, ctx.folder("evaluate") / side, manifest)
+        summaries[side] = summary.model_dump(mode="json")  # the stage's results are JSON, as summary.json
     out = ctx.folder("evaluate")
     compared = compare_tasks(out / "trained", out / "untrained", 2000, 0.95, ctx.settings.seed)
     compared.pop("header")

@@ -14,14 +14,14 @@ from trade_core.errors import TradeError
 from trade_core.testing import run_trade
 from trade_data.store import MarketStore
 from trade_eval.policy import POLICIES, DayUsage, Policy, RunSettings
-from trade_eval.tasks_eval import TasksEval, load_tasks, new_manifest, run_tasks
+from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks
 from trade_eval.testing import LOOP, STOP, Fail, FaultServer, Reply, Request
 from trade_reward.commands.explain import breakdown, play
 from trade_reward.schemes import get_scheme
 from trade_reward.taskbuilder import build_tasks
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
-from trade_tools.runfolder import EPISODES, MANIFEST, SUMMARY, TRAJECTORIES
+from trade_tools.runfolder import EPISODES, MANIFEST, SUMMARY, TRAJECTORIES, TasksSummary
 from trade_tools.trajectory import Trajectory
 
 SPLIT = "test=2025-07-01:2025-07-14"
@@ -50,7 +50,7 @@ def _run(
     limit: int | None = None,
     resume: bool = False,
     workers: int = 1,
-) -> dict:
+) -> TasksSummary:
     records, split, _ = load_tasks(tasks, "test")
     evaluation = TasksEval(sample_store, records[:limit], [get_scheme("bucketed"), get_scheme("continuous")], samples)
     settings = RunSettings(model="m", retries=1, request_timeout=5, options={"backoff": 0})
@@ -151,16 +151,16 @@ def test_llm_episodes_over_two_faulty_servers_are_all_accounted_for(
         (r.task.task_id, n) for r in records for n in range(2)
     )
     assert min(served) > 0.3 * sum(served)
-    assert summary["servers"] == dict(Counter(e["server"] for e in episodes)) and len(summary["servers"]) == 2
+    assert summary.servers == dict(Counter(e["server"] for e in episodes)) and len(summary.servers) == 2
     failed = [e for e in episodes if e["status"] == "failed"]
     assert {e["date"] for e in failed} == {down} and len(failed) == 2 * sum(
         r.task.date.isoformat() == down for r in records
     )
     assert "HTTP 503 (overloaded) after 2 attempts" in failed[0]["reason"] and not failed[0]["rewards"]
-    reasons = summary["failure_reasons"]
+    reasons = summary.failure_reasons
     assert reasons["truncated"] == reasons["no_valid_call"] == len(failed)  # two tasks a day, two samples each
-    assert sum(reasons.values()) == 3 * len(failed) and summary["episodes"] == len(episodes)
-    assert summary["mean_reward"]["bucketed"] is not None and summary["tool_error_rate"] == 0.0
+    assert sum(reasons.values()) == 3 * len(failed) and summary.episodes == len(episodes)
+    assert summary.mean_reward["bucketed"] is not None and summary.tool_error_rate == 0.0
 
 
 def test_resume_skips_the_finished_episodes(tasks_folder: Path, sample_store: MarketStore, tmp_path: Path) -> None:
@@ -177,7 +177,7 @@ def test_resume_skips_the_finished_episodes(tasks_folder: Path, sample_store: Ma
         again = len(server.requests)
     assert first == 3 and again == 1
     episodes = _lines(out / EPISODES)
-    assert summary["episodes"] == len(episodes) == 3 and len({e["task_id"] for e in episodes}) == 3
+    assert summary.episodes == len(episodes) == 3 and len({e["task_id"] for e in episodes}) == 3
     assert [t["id"] for t in _lines(out / TRAJECTORIES)] == [e["trajectory_id"] for e in episodes]
     with pytest.raises(TradeError, match=r"other settings \(tasks differ\)"):
         _run(tasks_folder, sample_store, out, "llm", (server.url,), limit=4, resume=True)
@@ -194,7 +194,7 @@ def test_a_resume_while_the_run_is_written_is_refused(
     with lock_holder(out) as holder, pytest.raises(TradeError, match=f"being written by process {holder.pid} "):
         _run(tasks_folder, sample_store, out, "momentum", limit=3, resume=True)
     assert (out / EPISODES).read_bytes() == before
-    assert _run(tasks_folder, sample_store, out, "momentum", limit=2, resume=True)["episodes"] == 2
+    assert _run(tasks_folder, sample_store, out, "momentum", limit=2, resume=True).episodes == 2
 
 
 def test_the_episodes_of_a_run_share_their_connections(
@@ -204,7 +204,7 @@ def test_the_episodes_of_a_run_share_their_connections(
     that dominated the harness with hundreds of episodes in flight."""
     with FaultServer([LOOP] * 6) as server:
         summary = _run(tasks_folder, sample_store, tmp_path / "run", "llm", (server.url,), concurrency=2, limit=6)
-    assert summary["played"] == 6 and len(server.requests) == 12
+    assert summary.played == 6 and len(server.requests) == 12
     assert server.connections <= 2
 
 
@@ -243,7 +243,7 @@ def test_the_episodes_play_with_what_was_alive_before_them_out_of_the_collectors
         data=sample_store.path,
     )
     assert gc.get_freeze_count() == 0
-    assert run_tasks(evaluation, policy, settings, tmp_path / "run", manifest, progress=False)["played"] == 3
+    assert run_tasks(evaluation, policy, settings, tmp_path / "run", manifest, progress=False).played == 3
     assert len(policy.frozen) == 3 and min(policy.frozen) > len(records)
     assert gc.get_freeze_count() == 0
 
@@ -268,9 +268,9 @@ def test_workers_play_the_same_episodes_and_one_process_writes_them(
         one = _run(tasks_folder, sample_store, tmp_path / "one", "llm", (server.url,), samples=2)
         many = _run(tasks_folder, sample_store, tmp_path / "many", "llm", (server.url,), samples=2, workers=workers)
     assert _played(tmp_path / "many") == _played(tmp_path / "one") and len(_played(tmp_path / "one")) > 8
-    assert many["mean_reward"] == one["mean_reward"] and many["played"] == one["played"]
+    assert many.mean_reward == one.mean_reward and many.played == one.played
     baseline = [_run(tasks_folder, sample_store, tmp_path / f"m{n}", "momentum", workers=n) for n in (1, workers)]
-    assert baseline[0]["mean_reward"] == baseline[1]["mean_reward"]
+    assert baseline[0].mean_reward == baseline[1].mean_reward
 
 
 class _DiesInAWorker(_HeapWatcher):
@@ -310,7 +310,7 @@ def test_a_worker_that_dies_stops_the_run_in_one_line_and_a_resume_plays_the_res
     written = _lines(out / EPISODES)
     assert 0 < len(written) < len(records)
     summary = run_tasks(evaluation, _HeapWatcher(), settings, out, manifest, resume=True, progress=False)
-    assert summary["played"] == len(records) == len({e["task_id"] for e in _lines(out / EPISODES)})
+    assert summary.played == len(records) == len({e["task_id"] for e in _lines(out / EPISODES)})
 
 
 def test_llm_needs_a_server_and_a_folder_needs_a_split(tasks_folder: Path) -> None:

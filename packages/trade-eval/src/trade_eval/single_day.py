@@ -236,7 +236,7 @@ INTERVALS = Bootstrap()
 
 def summarize(
     records: Sequence[EpisodeRecord], schemes: Sequence[str], bootstrap: Bootstrap = INTERVALS
-) -> dict[str, Any]:
+) -> TasksSummary:
     """summary.json: rewards over the episodes the policy played (a failed one has no reward), the rest over
     every episode. Failure reasons: the first scheme's failure of a played episode, or the server's. The
     rates and mean rewards carry ``<key>_ci``, an interval resampling T0 days in blocks of consecutive days, each
@@ -253,7 +253,7 @@ def summarize(
     every = Clusters([r.date for r in records], bootstrap)
     exploited = all(r.top_buys is not None for r in records) and sum(r.buys for r in records) > 0
     top, buys = [r.top_buys or 0 for r in records], [r.buys for r in records]
-    return {
+    fields = {
         "episodes": len(records),
         "played": len(played),
         "failed": len(records) - len(played),
@@ -275,9 +275,10 @@ def summarize(
         "retries": sum(r.retries for r in records),
         "servers": dict(Counter(r.server for r in records if r.server)),
     }
+    return TasksSummary.model_validate(fields)
 
 
-def summary_lines(summary: dict[str, Any]) -> list[str]:
+def summary_lines(summary: TasksSummary) -> list[str]:
     """The summary as the CLI prints it: each mean with its interval, and the intervals' method."""
 
     def show(value: float | None, form: str) -> str:
@@ -288,27 +289,27 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             "[-]" if interval is None else f"[{interval[0]:{form}}, {interval[1]:{form}}]"
         )
 
-    lines = [f"{summary['episodes']} episodes: {summary['played']} played, {summary['failed']} failed (server)"]
+    lines = [f"{summary.episodes} episodes: {summary.played} played, {summary.failed} failed (server)"]
     lines += [
-        f"mean reward {name}: {ranged(v, summary['mean_reward_ci'][name], '+.4f')}"
-        for name, v in summary["mean_reward"].items()
+        f"mean reward {name}: {ranged(v, summary.mean_reward_ci[name], '+.4f')}"
+        for name, v in summary.mean_reward.items()
     ]
     lines += [
-        f"stop rate {ranged(summary['stop_rate'], summary['stop_rate_ci'], '.1%')}  tool-error rate "
-        f"{ranged(summary['tool_error_rate'], summary['tool_error_rate_ci'], '.1%')}",
-        f"intervals: {summary['interval_method']}",
-        f"per episode: turns {show(summary['turns_per_episode'], '.2f')}, prompt tokens "
-        f"{show(summary['prompt_tokens_per_episode'], ',.0f')}, completion tokens "
-        f"{show(summary['completion_tokens_per_episode'], ',.0f')}",
+        f"stop rate {ranged(summary.stop_rate, summary.stop_rate_ci, '.1%')}  tool-error rate "
+        f"{ranged(summary.tool_error_rate, summary.tool_error_rate_ci, '.1%')}",
+        f"intervals: {summary.interval_method}",
+        f"per episode: turns {show(summary.turns_per_episode, '.2f')}, prompt tokens "
+        f"{show(summary.prompt_tokens_per_episode, ',.0f')}, completion tokens "
+        f"{show(summary.completion_tokens_per_episode, ',.0f')}",
     ]
-    if summary.get("exploit_share") is not None:
-        share = ranged(summary["exploit_share"], summary["exploit_share_ci"], ".1%")
+    if summary.exploit_share is not None:
+        share = ranged(summary.exploit_share, summary.exploit_share_ci, ".1%")
         lines.insert(
             -2,
-            f"exploit share {share}: of {show(summary['buys_per_episode'], '.2f')} buys an episode, "
+            f"exploit share {share}: of {show(summary.buys_per_episode, '.2f')} buys an episode, "
             "those of the pool's top stock by the planted signal",
         )
-    lines += [f"failure {reason}: {count}" for reason, count in summary["failure_reasons"].items()]
+    lines += [f"failure {reason}: {count}" for reason, count in summary.failure_reasons.items()]
     return lines
 
 
@@ -324,7 +325,7 @@ def run_tasks(
     workers: int = 1,
     resume: bool = False,
     progress: bool = True,
-) -> dict[str, Any]:
+) -> TasksSummary:
     """Play every (task, sample) not yet in ``out`` and write summary.json; returns it. ``workers`` > 1 plays
     them in that many processes (:func:`in_workers`), this one alone writing the folder."""
     out = Path(out)
@@ -332,7 +333,7 @@ def run_tasks(
         records = open_run(out, manifest, resume=resume)
         play_into(evaluation, policy, settings, out, records, servers, concurrency, progress, workers)
         summary = summarize(records, [s.name for s in evaluation.schemes])
-        write_json(out / SUMMARY, TasksSummary.model_validate(summary))
+        write_json(out / SUMMARY, summary)
     evaluation.manager.notify(trade_run_finished, kind="tasks", folder=out)
     return summary
 
