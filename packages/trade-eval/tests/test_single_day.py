@@ -43,7 +43,7 @@ def _run(
     tasks: Path,
     sample_store: MarketStore,
     out: Path,
-    policy_name: str,
+    policy: str | Policy,
     servers: tuple[str, ...] = (),
     samples: int = 1,
     concurrency: int = 8,
@@ -54,12 +54,13 @@ def _run(
     records, split, _ = load_tasks(tasks, "test")
     evaluation = TasksEval(sample_store, records[:limit], [get_scheme("bucketed"), get_scheme("continuous")], samples)
     settings = RunSettings(model="m", retries=1, request_timeout=5, options={"backoff": 0})
+    policy = POLICIES.get(policy) if isinstance(policy, str) else policy
     manifest = new_manifest(
-        evaluation, policy_name, settings, command=[], tasks=tasks, split=split, servers=servers, data=sample_store.path
+        evaluation, policy.name, settings, command=[], tasks=tasks, split=split, servers=servers, data=sample_store.path
     )
     return run_tasks(
         evaluation,
-        POLICIES.get(policy_name),
+        policy,
         settings,
         out,
         manifest,
@@ -229,22 +230,10 @@ def test_the_episodes_play_with_what_was_alive_before_them_out_of_the_collectors
 ) -> None:
     """Full collections rescanned the store, the tasks and every import once per few episodes (a tenth of the
     harness's CPU an episode); the heap is frozen while the episodes play and thawed after."""
-    records, split, _ = load_tasks(tasks_folder, "test")
-    evaluation = TasksEval(sample_store, records[:3], [get_scheme("bucketed")])
-    policy, settings = _HeapWatcher(), RunSettings()
-    manifest = new_manifest(
-        evaluation,
-        policy.name,
-        settings,
-        command=[],
-        tasks=tasks_folder,
-        split=split,
-        servers=(),
-        data=sample_store.path,
-    )
+    policy = _HeapWatcher()
     assert gc.get_freeze_count() == 0
-    assert run_tasks(evaluation, policy, settings, tmp_path / "run", manifest, progress=False).played == 3
-    assert len(policy.frozen) == 3 and min(policy.frozen) > len(records)
+    assert _run(tasks_folder, sample_store, tmp_path / "run", policy, limit=3).played == 3
+    assert len(policy.frozen) == 3 and min(policy.frozen) > len(load_tasks(tasks_folder, "test")[0])
     assert gc.get_freeze_count() == 0
 
 
@@ -278,7 +267,7 @@ class _DiesInAWorker(_HeapWatcher):
 
     name = "dies-in-a-worker"
 
-    def __init__(self, fatal: str) -> None:
+    def __init__(self, fatal: str | None) -> None:
         super().__init__()
         self.parent, self.fatal = os.getpid(), fatal
 
@@ -291,25 +280,14 @@ class _DiesInAWorker(_HeapWatcher):
 def test_a_worker_that_dies_stops_the_run_in_one_line_and_a_resume_plays_the_rest(
     tasks_folder: Path, sample_store: MarketStore, tmp_path: Path
 ) -> None:
-    records, split, _ = load_tasks(tasks_folder, "test")
-    evaluation = TasksEval(sample_store, records, [get_scheme("bucketed")])
-    policy, settings = _DiesInAWorker(fatal=records[4].task.task_id), RunSettings()
-    manifest = new_manifest(
-        evaluation,
-        policy.name,
-        settings,
-        command=[],
-        tasks=tasks_folder,
-        split=split,
-        servers=(),
-        data=sample_store.path,
-    )
-    out = tmp_path / "run"
+    records, out = load_tasks(tasks_folder, "test")[0], tmp_path / "run"
+    policy = _DiesInAWorker(fatal=records[4].task.task_id)
     with pytest.raises(TradeError, match=r"an evaluation worker died \(exit code 3\)"):
-        run_tasks(evaluation, policy, settings, out, manifest, workers=2, progress=False)
+        _run(tasks_folder, sample_store, out, policy, workers=2)
     written = _lines(out / EPISODES)
     assert 0 < len(written) < len(records)
-    summary = run_tasks(evaluation, _HeapWatcher(), settings, out, manifest, resume=True, progress=False)
+    policy.fatal = None
+    summary = _run(tasks_folder, sample_store, out, policy, resume=True)
     assert summary.played == len(records) == len({e["task_id"] for e in _lines(out / EPISODES)})
 
 
