@@ -2,7 +2,7 @@
 garbage collector ran inside it, cold (a fresh process's first touch of the memory-mapped bars) and warm (the same
 days and symbols again), with the collector as the CLI leaves it, and frozen as `trade eval tasks` runs episodes.
 
-    python benchmarks/bench_tool_tail.py [--data ../shared/data/cn-csi300] [--calls 5000]
+    python benchmarks/bench_tool_tail.py [--data ../shared/data/cn-csi300 | --dataset DIR] [--drop-caches]
 
 Every call is on a fresh Episode (its per-symbol memo empty), so each computes its text; the Episodes are started
 before the timing. One process, one core. The tail is the calls above 5x the pass's p50 (the issue's bound on
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -39,6 +40,15 @@ class Collections:
 
     def seen(self, phase: str, info: dict) -> None:
         self.count += phase == "start"
+
+
+def drop_page_cache() -> None:
+    """Write the dirty pages out, then drop the clean ones: nothing of the dataset stays in memory."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    except OSError as error:
+        raise SystemExit(f"error: --drop-caches needs Linux and root ({error.strerror})") from None
 
 
 def faults() -> tuple[int, int]:
@@ -99,6 +109,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5000, help="calls in each pass")
     parser.add_argument("--dataset", type=Path, help="an existing dataset (e.g. `trade data synth`) instead of --data")
     parser.add_argument(
+        "--drop-caches",
+        action="store_true",
+        help="drop the kernel's page cache before the store opens (Linux, root), so the cold pass reads the disk",
+    )
+    parser.add_argument(
         "--busy", type=int, default=2, help="busy-looping processes beside the last pass (0: no such pass)"
     )
     args = parser.parse_args()
@@ -113,7 +128,10 @@ def main() -> None:
     collections = Collections()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        store = MarketStore.load(args.dataset or common.import_sample(args.data, Path(tmp) / "cn"))
+        dataset = args.dataset or common.import_sample(args.data, Path(tmp) / "cn")
+        if args.drop_caches:
+            drop_page_cache()
+        store = MarketStore.load(dataset)
         start = time.perf_counter()
         store.bar_tables.rows(INDICATOR_TABLE)  # built on a dataset version's first use, then memory-mapped
         built = time.perf_counter() - start
@@ -148,7 +166,8 @@ def main() -> None:
         f"days and symbols of {args.dataset or 'the real sample'}), each on a fresh Episode; the tail = calls above "
         "5x the pass's p50, "
         f"credited to the collector when one ran inside the call, else to page faults when it took any. The "
-        f"indicator table was built before the passes ({built:.2f} s, once per dataset version)."
+        f"indicator table was built before the passes ({built:.2f} s, once per dataset version)"
+        + ("; the page cache was dropped before the store opened." if args.drop_caches else ".")
     )
     columns = [
         "pass",
