@@ -5,12 +5,35 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from trade_tools.runfolder import TasksSummary
 from trade_train.quickstart.report import exploit_lesson, flat_steps, write_seeds_report
 from trade_train.quickstart.stages import STATE
 
 
-def _summary(share: float | None, interval: list[float] | None, reward: float = 0.0) -> dict:
-    return {"exploit_share": share, "exploit_share_ci": interval, "mean_reward": {"continuous": reward}}
+def _summary(share: float | None, interval: list[float] | None, reward: float = 0.0) -> TasksSummary:
+    """A tasks run's summary with the given exploit share and mean reward; the rest of one played episode."""
+    return TasksSummary(
+        episodes=1,
+        played=1,
+        failed=0,
+        mean_reward={"continuous": reward},
+        mean_reward_ci={"continuous": None},
+        stop_rate=1.0,
+        stop_rate_ci=None,
+        tool_error_rate=0.0,
+        tool_error_rate_ci=None,
+        buys_per_episode=1.0,
+        exploit_share=share,
+        exploit_share_ci=interval,
+        interval_method="-",
+        failure_reasons={},
+        turns_per_episode=2.0,
+        prompt_tokens_per_episode=None,
+        completion_tokens_per_episode=None,
+        requests=2,
+        retries=0,
+        servers={},
+    )
 
 
 def test_the_exploit_clause_says_what_the_intervals_allow() -> None:
@@ -49,7 +72,10 @@ def _seed_run(folder: Path, difference: float, interval: list[float], before: fl
     metric = {"a": 0.1 + difference, "b": 0.1, "difference": difference, "ci": interval}
     evaluate = {
         "compare": {"metrics": {"continuous": metric}},
-        "summaries": {"trained": {"exploit_share": after}, "untrained": {"exploit_share": before}},
+        "summaries": {
+            "trained": _summary(after, None).model_dump(mode="json"),
+            "untrained": _summary(before, None).model_dump(mode="json"),
+        },
     }
     finished = {"grpo": {"seconds": 100.0, "result": {}}, "evaluate": {"seconds": 50.0, "result": evaluate}}
     folder.mkdir(parents=True)

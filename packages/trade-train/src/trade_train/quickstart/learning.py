@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any
 
 from trade_reward.schemes import FAILURES
-from trade_tools.runfolder import METRICS
+from trade_tools.runfolder import METRICS, TasksSummary
 
 STEP_COLUMNS = {
     "trade/reward/score/mean": "mean reward",
@@ -30,16 +29,14 @@ def step_metrics(run_dir: Path) -> list[dict[str, float]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def failure_rate(summary: dict[str, Any]) -> float | None:
+def failure_rate(summary: TasksSummary) -> float | None:
     """Share of a tasks run's played episodes scored as any failure (no valid call, truncated, no stop, ...)."""
-    played = summary["played"]
-    failed = sum(count for reason, count in summary["failure_reasons"].items() if reason in FAILURES)
-    return failed / played if played else None
+    failed = sum(count for reason, count in summary.failure_reasons.items() if reason in FAILURES)
+    return failed / summary.played if summary.played else None
 
 
-def failure_share(summary: dict[str, Any], reason: str) -> float | None:
-    played = summary["played"]
-    return summary["failure_reasons"].get(reason, 0) / played if played else None
+def failure_share(summary: TasksSummary, reason: str) -> float | None:
+    return summary.failure_reasons.get(reason, 0) / summary.played if summary.played else None
 
 
 def halves(steps: list[dict[str, float]], key: str) -> tuple[float | None, float | None]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trade_core.files import atomic_write
+from trade_tools.runfolder import BacktestSummary, TasksSummary
 from trade_train.quickstart.learning import (
     STEP_COLUMNS,
     chance_share,
@@ -45,7 +46,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def side_by_side(summaries: dict[str, dict[str, Any]], scheme: str) -> list[str]:
+def side_by_side(summaries: dict[str, TasksSummary], scheme: str) -> list[str]:
     """One row per policy on the held-out tasks: reward and exploit share with intervals, buys, stop and tool-error
     rates with intervals, failures."""
     rows = []
@@ -53,14 +54,14 @@ def side_by_side(summaries: dict[str, dict[str, Any]], scheme: str) -> list[str]
         rows.append(
             [
                 side,
-                _ranged(s["mean_reward"][scheme], s["mean_reward_ci"][scheme], "+.3f"),
-                _ranged(s.get("exploit_share"), s.get("exploit_share_ci"), ".0%"),
-                "-" if s.get("buys_per_episode") is None else f"{s['buys_per_episode']:.2f}",
-                _ranged(s["stop_rate"], s["stop_rate_ci"], ".0%"),
-                _ranged(s["tool_error_rate"], s["tool_error_rate_ci"], ".0%"),
+                _ranged(s.mean_reward[scheme], s.mean_reward_ci[scheme], "+.3f"),
+                _ranged(s.exploit_share, s.exploit_share_ci, ".0%"),
+                "-" if s.buys_per_episode is None else f"{s.buys_per_episode:.2f}",
+                _ranged(s.stop_rate, s.stop_rate_ci, ".0%"),
+                _ranged(s.tool_error_rate, s.tool_error_rate_ci, ".0%"),
                 _pct(failure_rate(s)),
                 *(_pct(failure_share(s, reason)) for reason in ("no_valid_call", "truncated", "no_stop")),
-                "-" if s["turns_per_episode"] is None else f"{s['turns_per_episode']:.1f}",
+                "-" if s.turns_per_episode is None else f"{s.turns_per_episode:.1f}",
             ]
         )
     header = [
@@ -98,24 +99,24 @@ def _apart(a: list[float] | None, b: list[float] | None) -> bool:
     return a is not None and b is not None and a[0] > b[1]
 
 
-def exploit_lesson(summaries: dict[str, dict[str, Any]], chance: float | None) -> str:
+def exploit_lesson(summaries: dict[str, TasksSummary], chance: float | None) -> str:
     """What the exploit shares say, each clause chosen by the numbers it states."""
     trained, untrained = summaries["trained"], summaries["untrained"]
-    after, before = trained.get("exploit_share"), untrained.get("exploit_share")
+    after, before = trained.exploit_share, untrained.exploit_share
     if after is None or before is None:
         bought = "trained" if after is None else "untrained"
         return f"The {bought} model accepted no buy on the held-out tasks, so no exploit share can be compared. "
     text = (
         f"Of its accepted buys, the trained model bought the signal's top stock in {after:.0%} "
-        f"[{_interval(trained['exploit_share_ci'], '.0%')}], its untrained self in {before:.0%} "
-        f"[{_interval(untrained['exploit_share_ci'], '.0%')}]"
+        f"[{_interval(trained.exploit_share_ci, '.0%')}], its untrained self in {before:.0%} "
+        f"[{_interval(untrained.exploit_share_ci, '.0%')}]"
         + ("" if chance is None else f" (a pick at random: {chance:.0%})")
         + "; "
     )
-    if _apart(trained["exploit_share_ci"], untrained["exploit_share_ci"]):
+    if _apart(trained.exploit_share_ci, untrained.exploit_share_ci):
         ratio = after / before if before else float("inf")
         text += f"the intervals do not overlap: GRPO raised it {ratio:.1f}x. "
-    elif _apart(untrained["exploit_share_ci"], trained["exploit_share_ci"]):
+    elif _apart(untrained.exploit_share_ci, trained.exploit_share_ci):
         text += "the intervals do not overlap: GRPO lowered it. "
     else:
         text += "the intervals overlap: this run cannot tell the two apart. "
@@ -123,9 +124,14 @@ def exploit_lesson(summaries: dict[str, dict[str, Any]], chance: float | None) -
     if oracle is not None:
         text += (
             f"The oracle, which reads the signal and holds its top stock, scores "
-            f"{oracle['mean_reward'][next(iter(oracle['mean_reward']))]:+.3f} a task: the ceiling of this market. "
+            f"{next(iter(oracle.mean_reward.values())):+.3f} a task: the ceiling of this market. "
         )
     return text
+
+
+def tasks_summaries(evaluate: dict[str, Any]) -> dict[str, TasksSummary]:
+    """The evaluate stage's summaries (stored as their summary.json) read back through the run-folder model."""
+    return {side: TasksSummary.model_validate(summary) for side, summary in evaluate["summaries"].items()}
 
 
 def _interval(interval: list[float] | None, form: str) -> str:
@@ -133,7 +139,7 @@ def _interval(interval: list[float] | None, form: str) -> str:
 
 
 def lessons(
-    steps: list[dict[str, float]], summaries: dict[str, dict[str, Any]], verdict: str, scheme: str, chance: float | None
+    steps: list[dict[str, float]], summaries: dict[str, TasksSummary], verdict: str, scheme: str, chance: float | None
 ) -> str:
     """The plain paragraph: what moved, what did not, each number from this run and each clause chosen by them."""
     trained, untrained = summaries["trained"], summaries["untrained"]
@@ -154,7 +160,7 @@ def lessons(
     text += (
         f"Failures (no valid call, truncated or no stop, each scored below any trade) are "
         f"{_pct(failed_before)} before and {_pct(failed_after)} after; the tool-error rate "
-        f"{_pct(untrained['tool_error_rate'])} before and {_pct(trained['tool_error_rate'])} after."
+        f"{_pct(untrained.tool_error_rate)} before and {_pct(trained.tool_error_rate)} after."
     )
     return text
 
@@ -179,13 +185,13 @@ def flat_steps(steps: list[dict[str, float]]) -> str | None:
     )
 
 
-def backtest_rows(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def backtest_rows(summaries: dict[str, BacktestSummary]) -> dict[str, Any]:
     """One table: each model's own row (``local`` in its run), then the baselines and the index (the same days
     and pool in both runs, so taken from the trained model's)."""
     trained = summaries["trained"]
-    rows = {side: summary["rows"]["local"] for side, summary in summaries.items()}
-    rows |= {name: row for name, row in trained["rows"].items() if name != "local"}
-    return {"conventions": trained["conventions"], "rows": rows}
+    rows = {side: summary.rows["local"] for side, summary in summaries.items()}
+    rows |= {name: row for name, row in trained.rows.items() if name != "local"}
+    return {"conventions": trained.conventions, "rows": rows}
 
 
 def write_reports(ctx: Context) -> dict[str, Any]:
@@ -196,7 +202,7 @@ def write_reports(ctx: Context) -> dict[str, Any]:
     from trade_train.quickstart.pipeline import SIDES
 
     s, results = ctx.settings, ctx.results
-    summaries = results["evaluate"]["summaries"]
+    summaries = tasks_summaries(results["evaluate"])
     compared = results["evaluate"]["compare"]
     steps = step_metrics(Path(results["grpo"]["run_dir"]))
     atomic_write(ctx.out / CHART, step_chart(steps))
@@ -207,7 +213,7 @@ def write_reports(ctx: Context) -> dict[str, Any]:
     page = write_report([load_run(path) for path in backtests], ctx.out / PAGE)
     verdict = compared["verdicts"][0]
     trained = summaries["trained"]
-    samples = trained["episodes"] // max(1, summaries["hold"]["episodes"]) if "hold" in summaries else s.samples
+    samples = trained.episodes // max(1, summaries["hold"].episodes) if "hold" in summaries else s.samples
     lines = [
         "# trade quickstart",
         "",
@@ -229,7 +235,7 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         "policy's accepted buys, the share of the pool's top stock by the planted signal among those a buy could "
         "fill; `-` where the data has no planted signal or nothing was bought.",
         "",
-        f"Intervals: {trained['interval_method']}.",
+        f"Intervals: {trained.interval_method}.",
         "",
         f"Trained against untrained (`trade eval compare`): {verdict}.",
         "",
@@ -247,7 +253,9 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         f"## Backtest of the held-out days ({PAGE})",
         "",
     ]
-    lines += ["```", *table_lines(backtest_rows(results["backtest"]["summaries"])), "```", ""]
+    played = results["backtest"]["summaries"]
+    table = backtest_rows({side: BacktestSummary.model_validate(summary) for side, summary in played.items()})
+    lines += ["```", *table_lines(table), "```", ""]
     times = json.loads((ctx.out / STATE).read_text(encoding="utf-8"))["finished"]
     rows = [[name, f"{stage['seconds']:.0f}"] for name, stage in times.items()]
     rows.append(["total", f"{sum(stage['seconds'] for stage in times.values()):.0f}"])
@@ -291,8 +299,8 @@ def write_seeds_report(out: Path, runs: dict[int, Path], scheme: str) -> Path:
         state = json.loads((folder / STATE).read_text(encoding="utf-8"))["finished"]
         evaluate = state["evaluate"]["result"]
         metric = evaluate["compare"]["metrics"][scheme]
-        after = evaluate["summaries"]["trained"].get("exploit_share")
-        before = evaluate["summaries"]["untrained"].get("exploit_share")
+        summaries = tasks_summaries(evaluate)
+        after, before = summaries["trained"].exploit_share, summaries["untrained"].exploit_share
         wins += metric["ci"] is not None and metric["ci"][0] > 0
         doubled += after is not None and before is not None and after >= 2 * before
         differences.append(metric["difference"])
