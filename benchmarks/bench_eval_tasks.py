@@ -79,11 +79,14 @@ def main() -> None:
     parser.add_argument(
         "--policy", default="llm", help="a registered policy: llm talks to the server, a baseline needs none"
     )
+    parser.add_argument(
+        "--log-level", default="info", help="structlog's level, as `trade --log-level` (info: the CLI's default)"
+    )
     args = parser.parse_args()
 
     from trade_core.logging import configure_logging
 
-    configure_logging(level="error")
+    configure_logging(level=args.log_level)  # the lines go to stderr: send it to a file or /dev/null
 
     from trade_data.store import MarketStore
     from trade_eval.policy import POLICIES, RunSettings
