@@ -2,7 +2,7 @@
 and buy its TOP stock every day, how often does it buy the top stock on held-out days? If it cannot learn that
 rule from labelled examples, GRPO has no rule within its reach to reinforce (packages/trade-train/README.md).
 
-    python scripts/copy_bound.py --out runs/copy-bound [--anonymize] [--ranking-line full|top|none]
+    python scripts/copy_bound.py --out runs/copy-bound [--anonymize [--alias-draws K]] [--ranking-line full|top|none]
         [--sft-steps 600] [--choice top|uniform] [--samples 4] [--tasks N]
 
 The market, tasks and model are the quickstart's (`trade quickstart --stop-after tasks` into OUT/quickstart);
@@ -41,6 +41,20 @@ def with_ranking_line(kind: str) -> None:
     ComputeAlphaFactor.run = ranked_then_line  # type: ignore[method-assign]
 
 
+def redrawn(records: list, draws: int, store: object) -> list:  # type: ignore[type-arg]
+    """Each anonymized record under ``draws`` alias draws: its task id suffixed ``~k`` (aliases are seeded by the
+    task id) and its prompt rendered again with the new aliases; the day, pool and market are the record's."""
+    from trade_tools.episode import Episode
+
+    again = []
+    for record in records:
+        for k in range(draws):
+            task = record.task if k == 0 else record.task.model_copy(update={"task_id": f"{record.task.task_id}~{k}"})
+            prompt = record.prompt if k == 0 else Episode.start(task, store).messages()
+            again.append(record.model_copy(update={"task": task, "prompt": prompt}))
+    return again
+
+
 def positive(text: str) -> int:
     """An argument that must be a whole number above 0 (argparse prints the one-line error)."""
     if not text.isdigit() or int(text) < 1:
@@ -55,9 +69,18 @@ def main() -> None:
     parser.add_argument("--ranking-line", choices=["full", "top", "none"], default="none")
     parser.add_argument("--choice", choices=["top", "uniform"], default="top")
     parser.add_argument("--sft-steps", type=positive, default=600)
+    parser.add_argument(
+        "--alias-draws",
+        type=positive,
+        default=1,
+        help="with --anonymize: each demonstration day under this many alias draws (distinct demonstrations, so "
+        "no day's answer can be memorised from its prompt either)",
+    )
     parser.add_argument("--samples", type=positive, default=4, help="samples of each held-out task")
     parser.add_argument("--tasks", type=positive, help="held-out tasks evaluated (the first N; default: all 20)")
     args = parser.parse_args()
+    if args.alias_draws > 1 and not args.anonymize:
+        parser.error("--alias-draws draws aliases: add --anonymize")
     if args.ranking_line != "none":
         with_ranking_line(args.ranking_line)
 
@@ -94,7 +117,7 @@ def main() -> None:
             prompt_set=s.prompt_set,
         )
     store = MarketStore.load(data)
-    chosen = spread(read_records(tasks, "train"), s.demonstrations)
+    chosen = redrawn(spread(read_records(tasks, "train"), s.demonstrations), args.alias_draws, store)
     demos = signal_demonstrations(store, chosen, store.planted_signal, seed=s.seed, top=args.choice == "top")
     model = build_tiny_model(args.out / "model", seed=s.seed, layers=s.model_layers, hidden=s.model_hidden)
     tuned = tune_on(model, demos, args.sft_steps, seed=s.seed)

@@ -79,3 +79,26 @@ def test_the_copy_bound_script_refuses_a_count_below_one_in_one_line(tmp_path: P
     run = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 2 and run.stderr.splitlines()[-1].endswith("'0' is not a whole number above 0")
     assert not (tmp_path / "x").exists()
+
+
+def test_copy_bound_draws_each_demonstration_day_under_other_aliases(sample_dataset: Path, tmp_path: Path) -> None:
+    """`--alias-draws K`: K distinct demonstrations of one day (the same day, pool and market, other aliases in the
+    prompt), so the fine-tune cannot memorise a day's answer from its prompt."""
+    from trade_reward.taskbuilder import build_tasks
+    from trade_reward.taskfolder import read_records
+
+    build_tasks(sample_dataset, tmp_path / "t", split="train=2025-05-06:2025-06-06", pool_size="6", anonymize=True)
+    records = read_records(tmp_path / "t", "train")[:2]
+    drawn = _copy_bound().redrawn(records, 3, MarketStore.load(sample_dataset))
+    assert [r.task.task_id for r in drawn[:3]] == [records[0].task.task_id + s for s in ("", "~1", "~2")]
+    assert drawn[0] == records[0] and len(drawn) == 6
+    for one in (drawn[:3], drawn[3:]):
+        assert len({r.task.date for r in one}) == 1 and len({tuple(r.task.pool) for r in one}) == 1
+        assert len({r.prompt[-1]["content"] for r in one}) == 3  # the pool's aliases differ
+
+
+def test_copy_bound_refuses_alias_draws_without_anonymize(tmp_path: Path) -> None:
+    args = [sys.executable, str(SCRIPTS / "copy_bound.py"), "--out", str(tmp_path / "x"), "--alias-draws", "3"]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 2 and run.stderr.splitlines()[-1].endswith("--alias-draws draws aliases: add --anonymize")
+    assert not (tmp_path / "x").exists()
