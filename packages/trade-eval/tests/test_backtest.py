@@ -18,7 +18,7 @@ from trade_eval.policy import DayUsage, PolicyUnavailable, RunSettings
 from trade_eval.run import LEFT_OPEN
 from trade_tools.day import TradingDay
 from trade_tools.rules import ExecutionRules
-from trade_tools.runfolder import DAYS, MANIFEST, SUMMARY, TRAJECTORIES, DayRecord
+from trade_tools.runfolder import DAYS, MANIFEST, SUMMARY, TRAJECTORIES, BacktestSummary, DayRecord
 
 
 class Flaky(EqualWeight):
@@ -39,7 +39,7 @@ class Flaky(EqualWeight):
         return await super().play(day, settings)
 
 
-def run(backtest: Backtest, policy, out: Path, resume: bool = False, **settings: object) -> dict:  # type: ignore[no-untyped-def]
+def run(backtest: Backtest, policy, out: Path, resume: bool = False, **settings: object) -> BacktestSummary:  # type: ignore[no-untyped-def]
     manifest = new_manifest(
         backtest,
         policy.name,
@@ -86,22 +86,22 @@ def test_every_planned_day_is_recorded_when_the_policy_fails(
             assert (day.status, day.episode_status, day.reason) == ("done", "failed", LEFT_OPEN)
         if trouble == 3:
             assert (day.status, day.episode_status) == ("done", "stopped") and day.orders
-    row = summary["rows"]["flaky"]
+    row = summary.rows["flaky"]
     failed = [d for d in days if d.status == "failed"]
     assert row["failed_days"] == len(failed) and sum(row["failure_reasons"].values()) == len(failed)
-    assert set(summary["rows"]) == {"flaky", "hold", "equal-weight", "momentum", "CSI300"}
+    assert set(summary.rows) == {"flaky", "hold", "equal-weight", "momentum", "CSI300"}
 
 
 @pytest.mark.real_data
 def test_the_csi300_row_reads_plus_18_3_percent_over_the_tutorial_window(backtest, tmp_path: Path) -> None:
     summary = run(backtest(60), Hold(), tmp_path)
-    nav = summary["nav"]
+    nav = summary.nav
     assert (nav["dates"][0], nav["dates"][1], nav["dates"][-1]) == ("2025-06-19", "2025-06-20", "2025-09-11")
     assert nav["CSI300"][-1] / nav["CSI300"][0] == pytest.approx(4548.03 / 3843.09, abs=2e-6)
-    assert f"{summary['rows']['CSI300']['total_return']:+.1%}" == "+18.3%"
-    assert list(summary["rows"]) == ["hold", "equal-weight", "momentum", "CSI300"]
-    assert summary["conventions"]["trading_days_per_year"] == 252
-    assert "close of 2025-06-19" in summary["conventions"]["start"]
+    assert f"{summary.rows['CSI300']['total_return']:+.1%}" == "+18.3%"
+    assert list(summary.rows) == ["hold", "equal-weight", "momentum", "CSI300"]
+    assert summary.conventions["trading_days_per_year"] == 252
+    assert "close of 2025-06-19" in summary.conventions["start"]
 
 
 def test_the_manifest_records_the_run(backtest, tmp_path: Path) -> None:
@@ -147,7 +147,7 @@ def test_resume_continues_after_the_last_record_and_drops_what_a_kill_left(backt
     assert [d["nav"] for d in resumed] == [json.loads(d)["nav"] for d in days]
     assert [t["id"] for t in lines(cut / TRAJECTORIES)] == [d["trajectory_id"] for d in resumed]
     assert [d["trajectory_id"] for d in resumed[:6]] == [json.loads(d)["trajectory_id"] for d in days[:6]]
-    assert summary["nav"]["random"] == json.loads((whole / SUMMARY).read_text())["nav"]["random"]
+    assert summary.nav["random"] == json.loads((whole / SUMMARY).read_text())["nav"]["random"]
 
 
 def test_resume_refuses_other_settings_and_a_second_start_refuses_the_folder(backtest, tmp_path: Path) -> None:

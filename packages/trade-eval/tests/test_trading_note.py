@@ -23,7 +23,7 @@ from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
 from trade_eval.report.page import write_report
 from trade_eval.report.runs import load_run
 from trade_tools.day import TradingDay
-from trade_tools.runfolder import SUMMARY
+from trade_tools.runfolder import BacktestSummary, read_summary
 
 DAYS = 6
 NEVER = f"never traded (0 orders filled on {DAYS} days)"
@@ -89,19 +89,19 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def summary(runs: Path, name: str) -> dict:
-    return json.loads((runs / name / SUMMARY).read_text(encoding="utf-8"))
+def summary(runs: Path, name: str) -> BacktestSummary:
+    return read_summary(runs / name, "backtest")
 
 
 def test_the_summary_counts_orders_filled_days_traded_and_days_every_call_failed(runs: Path) -> None:
-    rows = summary(runs, "idle")["rows"]
+    rows = summary(runs, "idle").rows
     assert rows["idle"]["trading"] == {"days": DAYS, "orders_filled": 0, "days_traded": 0, "days_every_call_failed": 0}
     hold = rows["hold"]["trading"]  # buys the pool on the first day, then never trades
     assert hold["days_traded"] == 1 and hold["orders_filled"] > 0 and hold["days_every_call_failed"] == 0
     assert "trading" not in rows["CSI300"]
-    refused = summary(runs, "refused")["rows"]["refused"]
+    refused = summary(runs, "refused").rows["refused"]
     assert (refused["orders"], refused["refused"], refused["trading"]["orders_filled"]) == (DAYS, DAYS, 0)
-    broken = summary(runs, "broken")["rows"]["broken"]
+    broken = summary(runs, "broken").rows["broken"]
     assert broken["trading"]["days_every_call_failed"] == DAYS and 0 < broken["failed_days"] < DAYS
 
 
@@ -117,7 +117,7 @@ def test_the_printed_table_notes_it_under_the_total_return(runs: Path, name: str
 
 def test_a_table_of_rows_that_all_traded_has_no_note(runs: Path) -> None:
     found = summary(runs, "hold")
-    assert all(row["trading"]["days_traded"] > 0 for name, row in found["rows"].items() if name != "CSI300")
+    assert all(row["trading"]["days_traded"] > 0 for name, row in found.rows.items() if name != "CSI300")
     assert not [line for line in table_lines(found) if line.startswith("note")]
 
 

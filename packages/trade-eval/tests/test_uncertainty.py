@@ -10,6 +10,7 @@ import pytest
 
 from trade_eval.metrics import Conventions, attribution, table_lines
 from trade_eval.uncertainty import Bootstrap, Clusters, intervals, paired_difference
+from trade_tools.runfolder import BacktestSummary
 
 CONV = Conventions()
 
@@ -88,7 +89,8 @@ def test_beta_alpha_and_r2_from_constructed_series() -> None:
 
 def test_the_table_prints_each_interval_beside_its_value_and_the_method_below() -> None:
     conventions = {**CONV.to_json("base"), "ci": Bootstrap().describe(60)}
-    summary = {"conventions": conventions, "rows": {"p": {"mean": 0.001, "mean_ci": [-0.0002, 0.0021], "beta": 1.2}}}
+    rows = {"p": {"mean": 0.001, "mean_ci": [-0.0002, 0.0021], "beta": 1.2}}
+    summary = BacktestSummary(conventions=conventions, rows=rows, nav={})
     lines = table_lines(summary)
     assert "+0.10% [-0.02%, +0.21%]" in next(line for line in lines if line.startswith("mean daily return"))
     assert lines[-1] == (

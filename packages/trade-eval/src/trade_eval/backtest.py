@@ -273,7 +273,7 @@ def plan_dates(store: MarketStore, start: dt.date, num_days: int) -> list[dt.dat
 
 def compare(
     backtest: Backtest, policy: Policy, settings: RunSettings, records: list[DayRecord], conventions: Conventions
-) -> dict[str, Any]:
+) -> BacktestSummary:
     """summary.json: the policy's metrics beside hold, equal-weight, momentum and the CSI300 on the same days
     (the baselines are played here: milliseconds a day)."""
     baselines = {cls.name: cls for cls in BASELINES}
@@ -295,11 +295,11 @@ def compare(
         rows[name].update(intervals(nav, conventions, benchmarks, bootstrap))
         if name in runs:
             rows[name].update(activity([r.model_dump() for r in runs[name]]))
-    return {
-        "conventions": {**conventions.to_json(backtest.describe_start()), "ci": bootstrap.describe(len(dates) - 1)},
-        "rows": rows,
-        "nav": {"dates": dates, **navs},
-    }
+    return BacktestSummary(
+        conventions={**conventions.to_json(backtest.describe_start()), "ci": bootstrap.describe(len(dates) - 1)},
+        rows=rows,
+        nav={"dates": dates, **navs},
+    )
 
 
 def run_backtest(
@@ -312,7 +312,7 @@ def run_backtest(
     resume: bool = False,
     conventions: Conventions | None = None,
     progress: bool = True,
-) -> dict[str, Any]:
+) -> BacktestSummary:
     """Play the run into ``out`` (or continue it with ``resume``) and write summary.json; returns it."""
     out = Path(out)
     with writer_lock(out):
@@ -320,7 +320,7 @@ def run_backtest(
         log.info("backtest.start", out=str(out), policy=policy.name, days=len(manifest.dates), done=len(records))
         play_into(out, backtest, policy, settings, records, progress=progress)
         summary = compare(backtest, policy, settings, records, conventions or Conventions())
-        write_json(out / SUMMARY, BacktestSummary.model_validate(summary))
+        write_json(out / SUMMARY, summary)
     failed = sum(r.status == "failed" for r in records)
     log.info("backtest.done", out=str(out), days=len(records), failed=failed, nav=records[-1].nav)
     backtest.manager.notify(trade_run_finished, kind="backtest", folder=out)

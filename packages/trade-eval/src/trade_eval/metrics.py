@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from trade_tools.runfolder import BacktestSummary
+
 Convention = Literal["standard", "qlib"]
 DEFAULT_DAYS: dict[str, int] = {"standard": 252, "qlib": 238}
 
@@ -303,14 +305,14 @@ def trading_notes(rows: Mapping[str, Any]) -> list[str]:
     return notes if any(notes) else []
 
 
-def table_lines(summary: Mapping[str, Any]) -> list[str]:
-    """The metrics of summary.json as a fixed-width table, one column per row of ``summary["rows"]``,
+def table_lines(summary: BacktestSummary) -> list[str]:
+    """The metrics of summary.json as a fixed-width table, one column per row of ``summary.rows``,
     with every annualised figure labelled by its trading days per year, each interval beside its value, a
     note under the total return of a row that never traded or whose every call failed, and the intervals'
     method (``conventions["ci"]``) below."""
-    conv = summary["conventions"]
+    conv = summary.conventions
     fill = {"n": conv["trading_days_per_year"], "rf": f"{conv['risk_free']:.2%}"}
-    rows = summary["rows"]
+    rows = summary.rows
     present = {key for row in rows.values() for key in row}
     notes = trading_notes(rows)
     cells = []
@@ -336,16 +338,16 @@ SPREAD_KIND = {"pct": "upct", "count": "num"}
 """How a metric's standard deviation is written (unsigned; counts with decimals)."""
 
 
-def seed_spread(summaries: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+def seed_spread(summaries: Mapping[int, BacktestSummary]) -> dict[str, Any]:
     """seeds.json: each numeric metric of each row over the summaries of runs that differ only by their seed:
     its mean, sample standard deviation (ddof=1), min and max, and each seed's value (a metric undefined
     under some seed, e.g. a flat run's Sharpe, is None throughout)."""
     first = next(iter(summaries.values()))
     rows: dict[str, dict[str, Any]] = {}
-    for name in first["rows"]:
+    for name in first.rows:
         rows[name] = {}
         for key, _, kind in METRIC_ROWS:
-            values = [summary["rows"][name].get(key) for summary in summaries.values()]
+            values = [summary.rows[name].get(key) for summary in summaries.values()]
             if kind == "text" or all(v is None for v in values):
                 continue
             defined = None not in values
@@ -356,7 +358,7 @@ def seed_spread(summaries: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
                 "max": max(values) if defined else None,
                 "values": values,
             }
-    return {"seeds": list(summaries), "conventions": first["conventions"], "rows": rows}
+    return {"seeds": list(summaries), "conventions": first.conventions, "rows": rows}
 
 
 def spread_lines(spread: Mapping[str, Any]) -> list[str]:

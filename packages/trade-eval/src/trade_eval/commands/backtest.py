@@ -249,17 +249,17 @@ def backtest_command(
         return
     summary = run_backtest(backtest, policy, settings, out, manifest, resume=run.resume, conventions=conventions)
     click.echo(f"\n{out}: {days}")
-    conv = summary["conventions"]
+    conv = summary.conventions
     click.echo(
         f"conventions: {conv['start']}; annualised over {conv['trading_days_per_year']} trading days a year "
         f"({conventions.convention}: returns {'summed, as Qlib' if conv['mode'] == 'sum' else 'compounded'}); "
         f"risk-free {conventions.risk_free:.2%}/yr; fills at the close with the Episode's fees and slippage\n"
     )
     click.echo("\n".join(table_lines(summary)))
-    failures = summary["rows"][policy_name].get("failure_reasons") or {}
+    failures = summary.rows[policy_name].get("failure_reasons") or {}
     for reason, count in failures.items():
         click.echo(f"failed {count} day(s): {reason}")
-    refuse_nothing_played(summary["rows"][policy_name]["failed_days"], len(backtest.dates), "days", out)
+    refuse_nothing_played(summary.rows[policy_name]["failed_days"], len(backtest.dates), "days", out)
 
 
 backtest_command.params += [MODEL_CUTOFF, ANONYMIZE, ANONYMIZE_NOISE]

@@ -238,7 +238,8 @@ def backtest(ctx: Context) -> dict[str, Any]:
             pool_file=None,
             pool_size=BACKTEST_POOL,
         )
-        summaries[side] = run_backtest(plan, policy, settings, ctx.folder("backtest") / side, manifest)
+        played = run_backtest(plan, policy, settings, ctx.folder("backtest") / side, manifest)
+        summaries[side] = played.model_dump(mode="json")  # the stage's results are JSON, as summary.json
     return {"summaries": summaries}
 
 

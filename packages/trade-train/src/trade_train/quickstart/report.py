@@ -185,13 +185,13 @@ def flat_steps(steps: list[dict[str, float]]) -> str | None:
     )
 
 
-def backtest_rows(summaries: dict[str, BacktestSummary]) -> dict[str, Any]:
+def backtest_rows(summaries: dict[str, BacktestSummary]) -> BacktestSummary:
     """One table: each model's own row (``local`` in its run), then the baselines and the index (the same days
     and pool in both runs, so taken from the trained model's)."""
     trained = summaries["trained"]
     rows = {side: summary.rows["local"] for side, summary in summaries.items()}
     rows |= {name: row for name, row in trained.rows.items() if name != "local"}
-    return {"conventions": trained.conventions, "rows": rows}
+    return BacktestSummary(conventions=trained.conventions, rows=rows, nav={})
 
 
 def write_reports(ctx: Context) -> dict[str, Any]:
