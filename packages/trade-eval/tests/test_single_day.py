@@ -318,3 +318,16 @@ def test_the_cli_plays_with_workers(tasks_folder: Path, tmp_path: Path) -> None:
     assert "4 episodes: 4 played, 0 failed (server)" in done.out and len(_lines(out / EPISODES)) == 4
     refused = run_trade(*args, "--workers", "0", "--out", str(tmp_path / "none"))
     assert refused.code == 2 and "--workers" in refused.err
+
+
+def test_workers_refuse_a_policy_whose_model_lives_in_this_process(
+    tasks_folder: Path, sample_store: MarketStore, tmp_path: Path
+) -> None:
+    """A fork copies neither the local policy's batching thread nor a GPU context: refused before anything is
+    written (or any model loaded, on the command line)."""
+    with pytest.raises(TradeError, match="policy 'local' runs its model in this process"):
+        _run(tasks_folder, sample_store, tmp_path / "run", "local", workers=2)
+    assert not (tmp_path / "run").exists()
+    args = ["eval", "tasks", "--tasks", str(tasks_folder), "--split", "test", "--policy", "local", "--workers", "2"]
+    refused = run_trade(*args, "--model", str(tmp_path / "no-model"), "--out", str(tmp_path / "cli"))
+    assert refused.code == 2 and "runs its model in this process" in refused.err.splitlines()[-1], refused.err

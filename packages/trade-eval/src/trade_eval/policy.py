@@ -68,6 +68,9 @@ class Policy(ABC):
     reads_prompt: ClassVar[bool] = True
     """Whether the policy reads the Episode's system and user prompts; rule-based baselines do not, and skip
     rendering them (the market summary is most of a baseline day's cost)."""
+    plays_in_workers: ClassVar[bool] = True
+    """Whether forked worker processes can play it (``trade eval tasks --workers``); not a policy whose model and
+    its threads live in this process: a fork copies neither the threads nor a GPU's context."""
 
     def check(self, settings: RunSettings) -> None:  # noqa: B027 (most policies have nothing to check)
         """Refuse a run this policy cannot play, before any day starts (raise a TradeError: one line on the CLI)."""

@@ -329,6 +329,7 @@ def run_tasks(
     """Play every (task, sample) not yet in ``out`` and write summary.json; returns it. ``workers`` > 1 plays
     them in that many processes (:func:`in_workers`), this one alone writing the folder."""
     out = Path(out)
+    check_workers(policy, workers)
     with writer_lock(out):
         records = open_run(out, manifest, resume=resume)
         play_into(evaluation, policy, settings, out, records, servers, concurrency, progress, workers)
@@ -336,6 +337,15 @@ def run_tasks(
         write_json(out / SUMMARY, summary)
     evaluation.manager.notify(trade_run_finished, kind="tasks", folder=out)
     return summary
+
+
+def check_workers(policy: Policy, workers: int) -> None:
+    """Refuse ``workers`` > 1 for a policy forked workers cannot play (:attr:`Policy.plays_in_workers`)."""
+    if workers > 1 and not policy.plays_in_workers:
+        raise TradeError(
+            f"policy {policy.name!r} runs its model in this process: worker processes cannot play it",
+            hint="drop --workers, or serve the model (trade eval serve) and use --policy llm",
+        )
 
 
 def play_into(

@@ -60,7 +60,7 @@ SHARED = (
     show_default=True,
     type=click.IntRange(min=1),
     help="Processes playing the episodes, each with its own event loop and a share of --concurrency (one loop's "
-    "harness is a core's worth; for served policies: --policy local would load the model in each).",
+    "harness is a core's worth): for served policies and baselines, not --policy local.",
 )
 @click.option(
     "--scheme",
@@ -118,10 +118,11 @@ def tasks_command(
     from trade_data.store import MarketStore
     from trade_eval.memorisation import warn_before_cutoff
     from trade_eval.policy import POLICIES, RunSettings
-    from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks, summary_lines
+    from trade_eval.single_day import TasksEval, check_workers, load_tasks, new_manifest, run_tasks, summary_lines
     from trade_reward.schemes import get_scheme
 
     policy = POLICIES.get(policy_name)
+    check_workers(policy, workers)  # before a model is loaded
     if policy.needs_server and not (base_urls and model):
         raise TradeError(
             f"policy '{policy_name}' needs a served model",

@@ -62,6 +62,7 @@ CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 class LocalPolicy(Policy):
     name = "local"
     description = "a Hugging Face model folder run in-process with transformers (CPU or one GPU), no server"
+    plays_in_workers = False  # its batching thread and the model's device stay in the process that loaded them
 
     def check(self, settings: RunSettings) -> None:
         """Refuse a run whose model cannot be loaded before any day starts (and keep it loaded for the days)."""
