@@ -113,50 +113,36 @@ def serving(model: Path, extra: list[str], folder: Path) -> Iterator[tuple[str, 
         assert probe.connect_ex(("127.0.0.1", port)) != 0  # nothing of vLLM is left listening
 
 
-@pytest.fixture(scope="module", params=[HERMES, "qwen3_coder"])
+@pytest.fixture(scope="class", params=[HERMES, "qwen3_coder"])
 def server(
     request: pytest.FixtureRequest, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    """The tiny model served under the tool-call parser of the parameter, for the module's tests of it."""
+    """The tiny model served under the tool-call parser of the parameter, for the tests of TestParsers: torn down
+    when they end, so no two vLLM servers share the cores (the LoRA server comes after)."""
     extra = [] if request.param == HERMES else ["--tool-call-parser", request.param]
     with serving(tiny_model, extra, tmp_path_factory.mktemp("vllm")) as (url, started):
         assert f"--tool-call-parser {request.param}" in started
         yield Server(request.param, url)
 
 
-@pytest.fixture(scope="module")
-def backtest_run(server: Server, sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("backtest") / "run"
+def backtest(url: str, data: Path, out: Path, *, days: int, max_tokens: int = MAX_TOKENS, turns: int = 4) -> Path:
+    """`trade eval backtest` of the served trader_agent from 2025-06-20, greedy, on a pool of 5: its folder."""
     run = run_trade(
-        "eval",
-        "backtest",
-        "--base-url",
-        server.url,
-        "--model",
-        "trader_agent",
-        "--data",
-        str(sample_dataset),
-        "--start-date",
-        "2025-06-20",
-        "--num-days",
-        "3",
-        "--pool-size",
-        "5",
-        "--max-turns",
-        "4",
-        "--temperature",
-        "0",
-        "--max-tokens",
-        str(MAX_TOKENS),
-        "--out",
-        str(out),
+        *("eval", "backtest", "--base-url", url, "--model", "trader_agent", "--data", str(data)),
+        *("--start-date", "2025-06-20", "--num-days", str(days), "--pool-size", "5", "--max-turns", str(turns)),
+        *("--temperature", "0", "--max-tokens", str(max_tokens), "--out", str(out)),
         timeout=1800,
     )
     assert run.code == 0, run.err
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
+def backtest_run(server: Server, sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return backtest(server.url, sample_dataset, tmp_path_factory.mktemp("backtest") / "run", days=3)
+
+
+@pytest.fixture(scope="class")
 def tasks_run(server: Server, sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two tasks a day over the first days of July 2025, two samples each, all in flight at once."""
     tasks = tmp_path_factory.mktemp("tasks") / "tasks"
@@ -219,122 +205,99 @@ def written(server: Server, trajectory: Trajectory, index: int, max_tokens: int 
     return choice["text"], choice["finish_reason"]
 
 
-def test_the_backtest_plays_every_day_and_stores_what_vllm_parsed(server: Server, backtest_run: Path) -> None:
-    days = records(backtest_run / "days.jsonl")
-    assert [d["date"] for d in days] == ["2025-06-20", "2025-06-23", "2025-06-24"]
-    assert all(d["status"] == "done" and d["requests"] >= 1 and d["prompt_tokens"] > 1000 for d in days), days
-    turns = list(assistant_turns(backtest_run))
-    calls = [c for t, i in turns for c in t.messages[i].tool_calls or []]
-    for trajectory, index in turns:
-        message = trajectory.messages[index]
-        assert "<think>" not in message.content and "</think>" not in message.content  # reasoning is kept apart
-    if server.parser == HERMES:  # the model's own format: every call is parsed and run
-        assert calls and {c.function.name for c in calls} <= set(DEFAULT_TOOLS)
-        assert all(isinstance(json.loads(c.function.arguments), dict) for c in calls)
-        assert sum(d["tool_calls"] for d in days) == len(calls)
-    else:  # hermes JSON under the XML parser: vLLM returns nothing of it; the day ends, the record says why
-        assert not calls and all(t.messages[i].content == "" for t, i in turns)
-        assert all(d["tool_calls"] == 0 and d["reason"] == "回复中没有工具调用" for d in days)
-        assert all(any("the reply is empty though the model wrote" in w for w in d["warnings"]) for d in days)
+class TestParsers:
+    """The tiny model served under each tool-call parser in turn (the class-scoped ``server``)."""
 
+    def test_the_backtest_plays_every_day_and_stores_what_vllm_parsed(self, server: Server, backtest_run: Path) -> None:
+        days = records(backtest_run / "days.jsonl")
+        assert [d["date"] for d in days] == ["2025-06-20", "2025-06-23", "2025-06-24"]
+        assert all(d["status"] == "done" and d["requests"] >= 1 and d["prompt_tokens"] > 1000 for d in days), days
+        turns = list(assistant_turns(backtest_run))
+        calls = [c for t, i in turns for c in t.messages[i].tool_calls or []]
+        for trajectory, index in turns:
+            message = trajectory.messages[index]
+            assert "<think>" not in message.content and "</think>" not in message.content  # reasoning is kept apart
+        if server.parser == HERMES:  # the model's own format: every call is parsed and run
+            assert calls and {c.function.name for c in calls} <= set(DEFAULT_TOOLS)
+            assert all(isinstance(json.loads(c.function.arguments), dict) for c in calls)
+            assert sum(d["tool_calls"] for d in days) == len(calls)
+        else:  # hermes JSON under the XML parser: vLLM returns nothing of it; the day ends, the record says why
+            assert not calls and all(t.messages[i].content == "" for t, i in turns)
+            assert all(d["tool_calls"] == 0 and d["reason"] == "回复中没有工具调用" for d in days)
+            assert all(any("the reply is empty though the model wrote" in w for w in d["warnings"]) for d in days)
 
-def test_vllm_s_calls_are_the_calls_the_model_wrote(server: Server, backtest_run: Path) -> None:
-    """Every reply of the backtest against the raw completion of its prompt. vLLM's qwen3 reasoning parser
-    (thinking on) reads the text before the first <tool_call> as reasoning: that is stored apart, as
-    reasoning; the calls the server parsed are the hermes calls the model wrote (names and arguments), and the
-    text around them is the reply's text; under the XML parser the model wrote its calls all the same, and
-    vLLM dropped them."""
-    calls = thought = 0
-    for trajectory, index in assistant_turns(backtest_run):
-        message = trajectory.messages[index]
-        text, finish = written(server, trajectory, index)
-        assert finish == "stop", text
-        head = text.split("<tool_call>")[0]
-        model_wrote = parse_reply(text[len(head) :], HERMES)
-        assert message.reasoning_content == (head.strip() or None), (text, message)
-        stored = [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or []]
+    def test_vllm_s_calls_are_the_calls_the_model_wrote(self, server: Server, backtest_run: Path) -> None:
+        """Every reply of the backtest against the raw completion of its prompt. vLLM's qwen3 reasoning parser
+        (thinking on) reads the text before the first <tool_call> as reasoning: that is stored apart, as
+        reasoning; the calls the server parsed are the hermes calls the model wrote (names and arguments), and the
+        text around them is the reply's text; under the XML parser the model wrote its calls all the same, and
+        vLLM dropped them."""
+        calls = thought = 0
+        for trajectory, index in assistant_turns(backtest_run):
+            message = trajectory.messages[index]
+            text, finish = written(server, trajectory, index)
+            assert finish == "stop", text
+            head = text.split("<tool_call>")[0]
+            model_wrote = parse_reply(text[len(head) :], HERMES)
+            assert message.reasoning_content == (head.strip() or None), (text, message)
+            stored = [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or []]
+            if server.parser == HERMES:
+                assert stored == [(name, json.loads(arguments)) for name, arguments in model_wrote.calls], text
+                assert message.content.strip() == model_wrote.content, text
+            else:
+                assert stored == [] and (message.content == "" or not model_wrote.calls), (text, message)
+            calls += len(model_wrote.calls)
+            thought += bool(head.strip())
+        assert calls >= 3
+        print(f"{calls} calls, {thought} replies read as reasoning")
+
+    def test_a_reply_cut_short_is_a_broken_call_on_the_record(
+        self, server: Server, sample_dataset: Path, tmp_path: Path
+    ) -> None:
+        """Twelve tokens cut the call inside its JSON: the hermes parser leaves it as text, the day ends with
+        the markup warned about, and `trade distill filter` drops it as broken, whatever the parser."""
+        out = backtest(server.url, sample_dataset, tmp_path / "cut", days=1, max_tokens=12)
+        [day] = records(out / "days.jsonl")
+        [(trajectory, index)] = list(assistant_turns(out))
+        text, finish = written(server, trajectory, index, max_tokens=12)
+        assert finish == "length" and text.startswith("<tool_call>") and not parse_reply(text, HERMES).calls
+        assert (day["status"], day["reason"], day["tool_calls"]) == ("done", "回复中没有工具调用", 0)
         if server.parser == HERMES:
-            assert stored == [(name, json.loads(arguments)) for name, arguments in model_wrote.calls], text
-            assert message.content.strip() == model_wrote.content, text
+            assert trajectory.messages[index].content.strip() == text.strip()
+            assert "tool-call markup <tool_call>" in day["warnings"][0]
         else:
-            assert stored == [] and (message.content == "" or not model_wrote.calls), (text, message)
-        calls += len(model_wrote.calls)
-        thought += bool(head.strip())
-    assert calls >= 3
-    print(f"{calls} calls, {thought} replies read as reasoning")
+            assert "the reply is empty though the model wrote 12 tokens" in day["warnings"][0]
+        filtered = run_trade("distill", "filter", str(out), "--out", str(tmp_path / "kept.jsonl"))
+        assert filtered.code == 0 and (tmp_path / "kept.jsonl").read_text() == "", filtered.err
 
+    def test_tasks_with_episodes_in_flight(self, server: Server, tasks_run: Path) -> None:
+        episodes = records(tasks_run / "episodes.jsonl")
+        tasks = json.loads((tasks_run / "manifest.json").read_text())
+        print(tasks)
+        assert len(episodes) >= 8 and all(e["status"] != "failed" for e in episodes), episodes
+        summary = json.loads((tasks_run / "summary.json").read_text())
+        assert summary
+        made = sum(e["tool_calls"] for e in episodes)
+        assert made > 0 if server.parser == HERMES else made == 0
 
-def test_a_reply_cut_short_is_a_broken_call_on_the_record(server: Server, sample_dataset: Path, tmp_path: Path) -> None:
-    """Twelve tokens cut the call inside its JSON: the hermes parser leaves it as text, the day ends with
-    the markup warned about, and `trade distill filter` drops it as broken, whatever the parser."""
-    out = tmp_path / "cut"
-    run = run_trade(
-        "eval",
-        "backtest",
-        "--base-url",
-        server.url,
-        "--model",
-        "trader_agent",
-        "--data",
-        str(sample_dataset),
-        "--start-date",
-        "2025-06-20",
-        "--num-days",
-        "1",
-        "--pool-size",
-        "5",
-        "--temperature",
-        "0",
-        "--max-tokens",
-        "12",
-        "--out",
-        str(out),
-        timeout=1800,
-    )
-    assert run.code == 0, run.err
-    [day] = records(out / "days.jsonl")
-    [(trajectory, index)] = list(assistant_turns(out))
-    text, finish = written(server, trajectory, index, max_tokens=12)
-    assert finish == "length" and text.startswith("<tool_call>") and not parse_reply(text, HERMES).calls
-    assert (day["status"], day["reason"], day["tool_calls"]) == ("done", "回复中没有工具调用", 0)
-    if server.parser == HERMES:
-        assert trajectory.messages[index].content.strip() == text.strip()
-        assert "tool-call markup <tool_call>" in day["warnings"][0]
-    else:
-        assert "the reply is empty though the model wrote 12 tokens" in day["warnings"][0]
-    filtered = run_trade("distill", "filter", str(out), "--out", str(tmp_path / "kept.jsonl"))
-    assert filtered.code == 0 and (tmp_path / "kept.jsonl").read_text() == "", filtered.err
-
-
-def test_tasks_with_episodes_in_flight(server: Server, tasks_run: Path) -> None:
-    episodes = records(tasks_run / "episodes.jsonl")
-    tasks = json.loads((tasks_run / "manifest.json").read_text())
-    print(tasks)
-    assert len(episodes) >= 8 and all(e["status"] != "failed" for e in episodes), episodes
-    summary = json.loads((tasks_run / "summary.json").read_text())
-    assert summary
-    made = sum(e["tool_calls"] for e in episodes)
-    assert made > 0 if server.parser == HERMES else made == 0
-
-
-def test_distill_filter_and_export_read_what_vllm_served(
-    server: Server, backtest_run: Path, tasks_run: Path, tmp_path: Path
-) -> None:
-    """The tutorial's filters drop every day the tiny model did not stop (all of them, under either parser);
-    what passes the broken-call rule alone exports to ms-swift's agent format."""
-    runs = [str(backtest_run), str(tasks_run)]
-    filtered = run_trade("distill", "filter", *runs, "--out", str(tmp_path / "kept.jsonl"))
-    assert filtered.code == 0 and "not-stopped" in filtered.out, filtered.err
-    unbroken = tmp_path / "unbroken.jsonl"
-    filtered = run_trade("distill", "filter", *runs, "--rule", "malformed-calls", "--out", str(unbroken))
-    assert filtered.code == 0, filtered.err
-    if server.parser != HERMES:  # the days hold no call at all: nothing worth training on
-        return
-    exported = run_trade("distill", "export", str(unbroken), "--out", str(tmp_path / "train.jsonl"))
-    assert exported.code == 0, exported.err
-    rows = records(tmp_path / "train.jsonl")
-    assert rows and all(row["tools"] and row["messages"] for row in rows)
-    assert any(m["role"] == "tool_call" for row in rows for m in row["messages"])
+    def test_distill_filter_and_export_read_what_vllm_served(
+        self, server: Server, backtest_run: Path, tasks_run: Path, tmp_path: Path
+    ) -> None:
+        """The tutorial's filters drop every day the tiny model did not stop (all of them, under either parser);
+        what passes the broken-call rule alone exports to ms-swift's agent format."""
+        runs = [str(backtest_run), str(tasks_run)]
+        filtered = run_trade("distill", "filter", *runs, "--out", str(tmp_path / "kept.jsonl"))
+        assert filtered.code == 0 and "not-stopped" in filtered.out, filtered.err
+        unbroken = tmp_path / "unbroken.jsonl"
+        filtered = run_trade("distill", "filter", *runs, "--rule", "malformed-calls", "--out", str(unbroken))
+        assert filtered.code == 0, filtered.err
+        if server.parser != HERMES:  # the days hold no call at all: nothing worth training on
+            return
+        exported = run_trade("distill", "export", str(unbroken), "--out", str(tmp_path / "train.jsonl"))
+        assert exported.code == 0, exported.err
+        rows = records(tmp_path / "train.jsonl")
+        assert rows and all(row["tools"] and row["messages"] for row in rows)
+        assert any(m["role"] == "tool_call" for row in rows for m in row["messages"])
 
 
 SPLITS = [
@@ -439,14 +402,7 @@ def test_a_lora_adapter_plays_a_backtest_day_by_its_served_name_its_reasoning_ke
 ) -> None:
     """A real <think>...</think> block then a call: vLLM's reasoning parser returns the thought as reasoning,
     stored apart from the reply's text, and the call is played."""
-    out = tmp_path / "lora"
-    run = run_trade(
-        *("eval", "backtest", "--base-url", lora_server, "--model", "trader_agent", "--data", str(sample_dataset)),
-        *("--start-date", "2025-06-20", "--num-days", "1", "--pool-size", "5", "--max-turns", "2"),
-        *("--temperature", "0", "--max-tokens", str(MAX_TOKENS), "--out", str(out)),
-        timeout=1800,
-    )
-    assert run.code == 0, run.err
+    out = backtest(lora_server, sample_dataset, tmp_path / "lora", days=1, turns=2)
     [day] = records(out / "days.jsonl")
     assert day["status"] == "done" and day["tool_calls"] >= 1, day
     trajectory, index = next(assistant_turns(out))
