@@ -42,6 +42,7 @@ from trade_eval.run import manifest_fields, play_day
 from trade_eval.uncertainty import Bootstrap, Clusters
 from trade_reward.outcome import DEFAULT_WEIGHTS, MALFORMED, Outcome, outcome
 from trade_reward.schemes import RewardScheme
+from trade_reward.taskfolder import MANIFEST as TASKS_MANIFEST
 from trade_reward.taskfolder import TaskRecord, read_manifest, read_records
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
@@ -80,7 +81,7 @@ def load_tasks(path: Path, split: str | None) -> tuple[list[TaskRecord], str, Pa
         return read_records(path, split), split, manifest.dataset_in(path)
     if not path.is_file():
         raise TradeError(f"--tasks {path}: no such folder or file", hint="a `trade data tasks` folder or its .jsonl")
-    dataset = read_manifest(path.parent).dataset_in(path.parent) if (path.parent / "manifest.json").is_file() else None
+    dataset = read_manifest(path.parent).dataset_in(path.parent) if (path.parent / TASKS_MANIFEST).is_file() else None
     return read_records(path.parent, path.stem), path.stem, dataset
 
 
