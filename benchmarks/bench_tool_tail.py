@@ -121,7 +121,7 @@ def main() -> None:
     from trade_core.logging import configure_logging
     from trade_data.store import MarketStore
     from trade_tools.episode import Episode
-    from trade_tools.indicators import INDICATOR_TABLE
+    from trade_tools.indicators import INDICATOR_STATES
     from trade_tools.sampler import day_task
 
     configure_logging(level="info")  # the CLI's default: a tool call logs nothing at info
@@ -133,7 +133,7 @@ def main() -> None:
             drop_page_cache()
         store = MarketStore.load(dataset)
         start = time.perf_counter()
-        store.bar_tables.rows(INDICATOR_TABLE)  # built on a dataset version's first use, then memory-mapped
+        store.bar_tables.rows(INDICATOR_STATES)  # built on a dataset version's first use, then memory-mapped
         built = time.perf_counter() - start
         rng = np.random.default_rng(0)
         days = [store.calendar[i].date().isoformat() for i in rng.integers(300, len(store.calendar), 200)]

@@ -44,7 +44,7 @@ def main() -> None:
 
     from trade_data.store import MarketStore
     from trade_tools.episode import Episode
-    from trade_tools.indicators import INDICATOR_TABLE
+    from trade_tools.indicators import INDICATOR_STATES
     from trade_tools.sampler import day_task
 
     rows: list[tuple[str, str, str, str]] = []
@@ -52,7 +52,7 @@ def main() -> None:
         dataset = common.import_sample(args.data, Path(tmp) / "cn")
         store = MarketStore.load(dataset)
         start = time.perf_counter()
-        store.bar_tables.rows(INDICATOR_TABLE)  # built on a dataset version's first use, then memory-mapped
+        store.bar_tables.rows(INDICATOR_STATES)  # built on a dataset version's first use, then memory-mapped
         built = time.perf_counter() - start
         rows.append(("indicator table (19 indicators, every bar; once per dataset)", f"{built:.2f} s", "-", "-"))
         rng = np.random.default_rng(0)

@@ -70,7 +70,7 @@ def test_future_changes_leave_every_read_at_t0_unchanged(
     )
     perturbed = MarketStore.load(out)
     assert not np.array_equal(
-        perturbed.raw["close"], sample_store.raw["close"], equal_nan=True
+        perturbed.adjusted["close"], sample_store.adjusted["close"], equal_nan=True
     )  # the future did change
     original = snapshot(sample_store.asof(t0), np.random.default_rng(k))
     changed = snapshot(perturbed.asof(t0), np.random.default_rng(k))

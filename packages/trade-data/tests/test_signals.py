@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from trade_core.cli import build_cli
 from trade_core.errors import TradeError
 from trade_core.plugins import get_manager
+from trade_data.columns import raw_prices
 from trade_data.info import dataset_info
 from trade_data.market_model import INDEX_BASES, SyntheticMarket, generate_market, stock_codes
 from trade_data.qlib_dir import read_meta
@@ -256,7 +257,8 @@ def test_a_streamed_market_plants_the_signal_too(tmp_path: Path) -> None:
         columns = [store.column[s] for s in symbols]
         traded = store.traded[:, columns]
         bars = {
-            name: np.where(traded, store.raw[name][:, columns], np.nan) for name in ("open", "high", "low", "close")
+            name: np.where(traded, raw_prices(store.adjusted[name][:, columns], store.factor[:, columns], True), np.nan)
+            for name in ("open", "high", "low", "close")
         }
         return {**bars, "adjusted_close": np.where(traded, store.adjusted["close"][:, columns], np.nan)}
 

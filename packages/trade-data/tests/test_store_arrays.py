@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from trade_data.cache import CACHE_FOLDER, cached_tables
-from trade_data.columns import limit_hits, round_cents
+from trade_data.columns import limit_hits, raw_prices, round_cents, shares
 from trade_data.info import dataset_info
 from trade_data.qlib_dir import META_FILE, member_days, read_feature, read_meta, read_universe
 from trade_data.store import MarketStore
@@ -59,15 +59,33 @@ def reference_arrays(store: MarketStore) -> dict[str, np.ndarray]:
     return found
 
 
+def _read(store: MarketStore, name: str) -> np.ndarray:
+    """The store's whole array ``name`` as the reference names it: stored, or derived as reads derive it."""
+    if name.startswith("raw_"):
+        return raw_prices(store.adjusted[name.removeprefix("raw_")], store.factor, store.is_stock)
+    if name == "volume":
+        return shares(store.stored_volume, store.factor)
+    if name == "traded_by":
+        return store._arrays["traded_by"].T  # kept [symbol, day]
+    return store._arrays[name]
+
+
 def _assert_same(store: MarketStore) -> None:
+    """Every array equals the float64 computation: the float32 ones hold its values exactly, the derived ones are it
+    to the bit, and the views read it."""
     expected = reference_arrays(store)
     for name, values in expected.items():
-        got = store._arrays[name]
-        assert got.dtype == values.dtype and got.shape == values.shape, name
-        assert np.array_equal(got, values, equal_nan=values.dtype.kind == "f"), name
+        got = _read(store, name)
+        assert got.shape == values.shape and (got.dtype.kind == "u" or got.dtype.kind == values.dtype.kind), name
+        assert np.array_equal(got.astype(values.dtype), values, equal_nan=values.dtype.kind == "f"), name
     for j, rows in enumerate(store._traded_rows):
         assert np.array_equal(rows, np.flatnonzero(expected["traded"][:, j]))
-    assert np.array_equal(store._arrays["traded_by_symbol"], expected["traded_by"].T)
+    day = store.asof(store.calendar[-1])
+    for symbol in day.symbols()[:: max(1, len(day.symbols()) // 20)]:
+        j, bars = store.column[symbol], day.window(symbol, 60, adjusted=False)
+        rows = np.searchsorted(store.dates, bars.dates)
+        assert bars.close.dtype == np.float64 and np.array_equal(bars.close, expected["raw_close"][rows, j]), symbol
+        assert np.array_equal(bars.volume, expected["volume"][rows, j]), symbol
 
 
 def test_views_find_the_traded_rows_up_to_t0(sample_store: MarketStore) -> None:
@@ -152,7 +170,7 @@ def test_a_synth_over_the_dataset_rebuilds_the_arrays(small: Path) -> None:
 
 OPEN_AND_SUM = (
     "import sys, numpy; from trade_data.store import MarketStore; "
-    "print(float(numpy.nansum(MarketStore.load(sys.argv[1]).raw['close'])))"
+    "print(float(numpy.nansum(MarketStore.load(sys.argv[1]).adjusted['close'])))"
 )
 
 

@@ -8,6 +8,7 @@ import asyncio
 import numpy as np
 import pytest
 
+from trade_data.columns import raw_prices
 from trade_data.store import MarketStore
 from trade_eval.backtest import Backtest
 from trade_eval.policies.baselines import BASELINES, EqualWeight, Hold, Momentum, OracleSignal, Random, rebalance
@@ -33,7 +34,7 @@ def last_bar(store: MarketStore, symbol: str, t: int) -> tuple[float, float]:
     """(raw close, factor) of the symbol's last traded day up to calendar row ``t``, from the store's arrays."""
     j = store.symbols.index(symbol)
     row = int(np.flatnonzero(store.traded[: t + 1, j])[-1])
-    return float(store.raw["close"][row, j]), float(store.factor[row, j])
+    return float(raw_prices(store.adjusted["close"][row, j], store.factor[row, j], True)), float(store.factor[row, j])
 
 
 def fill_cash(side: str, shares: int, close: float) -> float:

@@ -209,7 +209,7 @@ def test_a_plugin_tool_finds_no_way_past_t0(sample_store: MarketStore) -> None:
 
 def _store_arrays(store: MarketStore) -> list[np.ndarray]:
     """Every [day, ...] array of the store, its universes' membership included."""
-    found = [*store.adjusted.values(), *store.raw.values(), *(store.membership(u) for u in store.universe_names)]
+    found = [*store.adjusted.values(), *(store.membership(u) for u in store.universe_names)]
     found += [value for value in vars(store).values() if isinstance(value, np.ndarray) and value.ndim == 2]
     return [*found, store.dates]
 

@@ -1,11 +1,13 @@
-"""Tables computed from each symbol's traded bars (e.g. trade-tools' indicators), once per dataset version.
+"""Tables computed from each symbol's traded bars (e.g. trade-tools' indicator states), once per dataset version.
 
 A :class:`BarTable` is a causal function of a symbol's traded bars: its row for a bar depends on that
 bar and the earlier ones only. Computing it once over every bar of the dataset therefore gives, at a
-symbol's last traded day up to T0, exactly what computing it on the bars up to T0 gives: views read
+symbol's traded day up to T0, exactly what computing it on the bars up to T0 gives: views read
 those rows instead of recomputing them (point in time is kept by the function being causal, which
-trade-tools' tests prove on re-imported futures). The rows are stored beside the store's arrays, one
-per traded bar in the order of ``traded_rows``, and memory-mapped.
+trade-tools' tests prove on re-imported futures). The rows are stored beside the store's arrays, symbol
+after symbol in the order of ``traded_rows``, and memory-mapped. A table may keep every ``every``-th bar's
+row only (a recursion's state, say): a reader gets the last kept row at or before T0's bar and carries it
+on over the few bars since, which keeps the table a fraction of the bars' size.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from numpy.lib.format import open_memmap
@@ -31,13 +33,24 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BarTable:
-    """A causal per-bar table: ``compute(bars)`` -> float32 rows ``(len(bars), len(columns))``, adjusted bars."""
+    """A causal per-bar table: ``compute(bars)`` -> rows ``(len(bars), len(columns))``, adjusted bars."""
 
     name: str
     version: str
     """Change it whenever ``compute`` would give other values: stored tables of other versions are rebuilt."""
     columns: tuple[str, ...]
     compute: Callable[[Bars], np.ndarray]
+    every: int = 1
+    """Keep the rows of a symbol's bars 0, every, 2 x every, ... only."""
+    dtype: type[np.floating] = np.float32
+    """What the rows are stored as."""
+
+
+class TableRow(NamedTuple):
+    """A bar table's last kept row at or before a symbol's bar: its values, and how many bars that bar is after."""
+
+    values: np.ndarray
+    behind: int
 
 
 BAR_TABLES = Registry(hookspecs.trade_register_bar_tables, "bar table", BarTable)
@@ -59,36 +72,46 @@ class BarTables:
     def __init__(self, store: MarketStore) -> None:
         self._store = store
         self._open: dict[str, np.ndarray] = {}
+        self._offsets: dict[int, np.ndarray] = {}
 
     def rows(self, table: BarTable) -> np.ndarray:
-        """All of ``table``'s rows, one per traded bar, symbol after symbol (see ``traded_offsets``)."""
+        """All of ``table``'s kept rows, symbol after symbol (see :meth:`offsets`)."""
         found = self._open.get(table.name)
         if found is None:
             store = self._store
             found = self._open[table.name] = cached_arrays(
                 store.path,
                 f"table-{table.name}",
-                f"{table.version} {STORE_VERSION}",
+                f"{table.version} {np.dtype(table.dtype).str} every {table.every} {STORE_VERSION}",
                 lambda folder: _build(store, table, folder),
                 fingerprint=store.fingerprint,
             )["rows"]
         return found
 
-    def row(self, table: BarTable, column: int, k: int) -> np.ndarray:
-        """The row of the ``k``-th traded bar of the symbol in ``column``."""
-        return self.rows(table)[self._store.traded_offsets[column] + k]
+    def offsets(self, every: int) -> np.ndarray:
+        """Where each symbol's rows start in a table keeping every ``every``-th bar (one past the last at the end)."""
+        found = self._offsets.get(every)
+        if found is None:
+            kept = -(-np.diff(self._store.traded_offsets) // every)  # bars 0, every, ... of each symbol
+            found = self._offsets[every] = np.concatenate([[0], np.cumsum(kept)])
+        return found
+
+    def row(self, table: BarTable, column: int, k: int) -> TableRow:
+        """The last kept row at or before the ``k``-th traded bar of the symbol in ``column``."""
+        start = self.offsets(table.every)[column]
+        return TableRow(self.rows(table)[start + k // table.every], k % table.every)
 
 
 def _build(store: MarketStore, table: BarTable, folder: Path) -> None:
     from trade_data.store import Bars
 
-    offsets = store.traded_offsets
-    out = open_memmap(folder / "rows.npy", "w+", np.float32, (int(offsets[-1]), len(table.columns)))
+    offsets = store.bar_tables.offsets(table.every)
+    out = open_memmap(folder / "rows.npy", "w+", table.dtype, (int(offsets[-1]), len(table.columns)))
     for j, symbol in enumerate(tqdm(store.symbols, desc=f"computing {table.name}", unit="symbol", disable=None)):
         picked = store._traded_rows[j]
         if picked.size:
-            prices = {name: store.adjusted[name][picked, j] for name in PRICE_FIELDS}
-            volume = store.volume[picked, j]
+            prices = {name: store.adjusted[name][picked, j].astype(np.float64) for name in PRICE_FIELDS}
+            volume = store.shares(picked, j)
             bars = Bars(symbol=symbol, dates=store.dates[picked], volume=volume, adjusted=True, **prices)
-            out[offsets[j] : offsets[j + 1]] = table.compute(bars)
+            out[offsets[j] : offsets[j + 1]] = table.compute(bars)[:: table.every]
     out.flush()

@@ -2,8 +2,14 @@
 
 Every array is computed column by column (a symbol's bars, flags and references depend on that
 symbol only), so a block of symbols at a time is read, derived and written into ``.npy`` files
-opened for writing as memory maps: memory stays bounded whatever the market's size. The values are
-those MarketStore always computed (float64 from the stored float32, raw prices rounded to the cent).
+opened for writing as memory maps: memory stays bounded whatever the market's size.
+
+Only what cannot be derived cheaply at read is kept, in the narrowest type that holds it exactly: Qlib's
+stored float32 values as they are (adjusted prices, volume / factor, factor, and the adjusted close of the
+last traded day before), the flags, and day indices in 16 bits where the calendar allows. Raw prices and
+share counts are derived where they are read (:func:`raw_prices`, :func:`shares`), in float64 from the
+float32 values, so they are to the last bit what was stored as float64 before: a store is about the size
+of the bars it is built from, not five times it.
 """
 
 from __future__ import annotations
@@ -21,23 +27,33 @@ from trade_data.symbols import PRICE_LIMITS, Board, board_of, limit_fractions
 
 PRICE_FIELDS = ("open", "high", "low", "close")
 _STORED = ("open", "high", "low", "close", "volume", "factor")
-VERSION = f"store-2 {PRICE_LIMITS!r}"
+VERSION = f"store-3 {PRICE_LIMITS!r}"
 """Bump when a derived value changes; the limit table is part of it (the flags are derived from it)."""
 _BLOCK = 256
-_FLOAT = (
-    *(f"adjusted_{n}" for n in PRICE_FIELDS),
-    *(f"raw_{n}" for n in PRICE_FIELDS),
-    "volume",
-    "stored_volume",
-    "factor",
-    "previous_close",
-)
+_FLOAT = (*(f"adjusted_{n}" for n in PRICE_FIELDS), "stored_volume", "factor", "previous_close")
 _BOOL = ("traded", "limit_up", "limit_down")
+
+
+def day_index_type(days: int) -> type[np.integer]:
+    """The narrowest integer type that holds every day index and count of a calendar of ``days`` days."""
+    return np.uint16 if days <= np.iinfo(np.uint16).max else np.int32
 
 
 def round_cents(values: np.ndarray) -> np.ndarray:
     """Round half up to the cent, the way exchanges round prices (np.round rounds half to even)."""
     return np.floor(values * 100.0 + 0.5 + 1e-9) / 100.0
+
+
+def raw_prices(adjusted: np.ndarray, factor: np.ndarray, is_stock: np.ndarray | bool) -> np.ndarray:
+    """Prices as traded: Qlib's adjusted values over the factor, stocks' rounded to the cent (indices' are not),
+    in float64 (float32 inputs are widened first, exactly)."""
+    raw = np.asarray(adjusted, dtype=np.float64) / np.asarray(factor, dtype=np.float64)
+    return np.where(is_stock, round_cents(raw), raw)
+
+
+def shares(stored_volume: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """Shares traded from Qlib's stored volume (shares / factor, float32), as float64 whole numbers."""
+    return np.round(np.asarray(stored_volume, dtype=np.float64) * np.asarray(factor, dtype=np.float64))
 
 
 def limit_hits(
@@ -63,10 +79,9 @@ def store_arrays(
 ) -> dict[str, np.ndarray]:
     """The store's arrays for ``dataset``, memory-mapped (built on the first open of this dataset version).
 
-    [day, symbol]: ``adjusted_*`` / ``raw_*`` prices, ``volume`` (raw shares), ``stored_volume``
-    (shares / factor), ``factor``, ``previous_close`` (adjusted close of the last traded day before),
-    ``traded``, ``limit_up``, ``limit_down``, ``traded_by`` (traded days so far; also [symbol, day] as
-    ``traded_by_symbol``) and ``member-<universe>``;
+    [day, symbol]: ``adjusted_*`` prices, ``stored_volume`` (shares / factor), ``factor``, ``previous_close``
+    (adjusted close of the last traded day before), all float32 as Qlib stores them; ``traded``, ``limit_up``,
+    ``limit_down`` and ``member-<universe>`` (bool); [symbol, day] ``traded_by`` (traded days so far);
     per symbol ``first_day``; ``traded_rows`` (each symbol's traded day indices, concatenated) cut by
     ``traded_offsets``. ``fingerprint`` is :func:`~trade_data.cache.dataset_fingerprint` of ``dataset``.
     """
@@ -81,10 +96,10 @@ def store_arrays(
 
 def _build(dataset: Path, folder: Path, symbols: list[str], calendar: pd.DatetimeIndex) -> None:
     days, n = len(calendar), len(symbols)
-    out = {name: open_memmap(folder / f"{name}.npy", "w+", np.float64, (days, n)) for name in _FLOAT}
+    index_type = day_index_type(days)
+    out = {name: open_memmap(folder / f"{name}.npy", "w+", np.float32, (days, n)) for name in _FLOAT}
     out.update({name: open_memmap(folder / f"{name}.npy", "w+", np.bool_, (days, n)) for name in _BOOL})
-    out["traded_by"] = open_memmap(folder / "traded_by.npy", "w+", np.int32, (days, n))
-    by_symbol = open_memmap(folder / "traded_by_symbol.npy", "w+", np.int32, (n, days))
+    by_symbol = open_memmap(folder / "traded_by.npy", "w+", index_type, (n, days))
     first_day = np.empty(n, dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
     rows_file = folder / "traded_rows.bin"
@@ -99,15 +114,15 @@ def _build(dataset: Path, folder: Path, symbols: list[str], calendar: pd.Datetim
             by_symbol[begin : begin + len(block)] = part["traded_by"].T
             for k, rows in enumerate(part["traded_rows"]):
                 offsets[begin + k + 1] = offsets[begin + k] + rows.size
-                rows.astype(np.int64).tofile(rows_out)
+                rows.astype(index_type).tofile(rows_out)
     for array in [*out.values(), by_symbol]:
         array.flush()
     del out, by_symbol
     np.save(folder / "first_day.npy", first_day)
     np.save(folder / "traded_offsets.npy", offsets)
-    flat = open_memmap(folder / "traded_rows.npy", "w+", np.int64, (int(offsets[-1]),))
+    flat = open_memmap(folder / "traded_rows.npy", "w+", index_type, (int(offsets[-1]),))
     if flat.size:  # copied through the page cache, not held in memory
-        flat[:] = np.memmap(rows_file, dtype=np.int64, mode="r")
+        flat[:] = np.memmap(rows_file, dtype=index_type, mode="r")
     flat.flush()
     rows_file.unlink()
     for universe in ["all", *list_universes(dataset)]:
@@ -129,18 +144,13 @@ def _derive(dataset: Path, symbols: list[str], calendar: pd.DatetimeIndex) -> di
     factor = stored["factor"]
     part: dict[str, object] = {f"adjusted_{name}": stored[name] for name in PRICE_FIELDS}
     is_stock = np.array([board_of(s) is not Board.INDEX for s in symbols])
-    for name in PRICE_FIELDS:
-        raw = stored[name] / factor
-        raw[:, is_stock] = round_cents(raw[:, is_stock])
-        part[f"raw_{name}"] = raw
-    volume = np.round(stored["volume"] * factor)  # Qlib stores shares / factor, in float32
-    traded = volume > 0
+    traded = shares(stored["volume"], factor) > 0
     has_bar = ~np.isnan(stored["close"])
     # Adjusted close of the last traded day before each day: the reference for changes and limits.
     previous_close = pd.DataFrame(np.where(traded, stored["close"], np.nan)).ffill().shift(1).to_numpy()
-    up, down = limit_hits(part["raw_close"], previous_close, factor, limit_fractions(symbols, calendar.date))
+    raw_close = raw_prices(stored["close"], factor, is_stock)
+    up, down = limit_hits(raw_close, previous_close, factor, limit_fractions(symbols, calendar.date))
     part.update(
-        volume=volume,
         stored_volume=stored["volume"],
         factor=factor,
         previous_close=previous_close,

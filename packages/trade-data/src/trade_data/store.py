@@ -2,7 +2,8 @@
 
 Tool calls inside RL rollouts read bars thousands of times a second, so every read is an index
 lookup into numpy arrays: memory-mapped from the dataset's precomputed files (:mod:`trade_data.columns`),
-so every process on a node shares one copy. Reads happen through a
+so every process on a node shares one copy. The arrays hold Qlib's float32 values; what a read returns is
+float64, raw prices and share counts derived as it reads (the same values to the last bit). Reads happen through a
 :class:`PointInTimeView` bound to a day T0: it only holds array slices that end at T0, so no
 method can return anything dated after T0, whatever the caller asks for.
 """
@@ -19,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trade_data.bar_tables import BarTable, BarTables
+from trade_data.bar_tables import BarTable, BarTables, TableRow
 from trade_data.cache import dataset_fingerprint
-from trade_data.columns import PRICE_FIELDS, limit_hits, round_cents, store_arrays
+from trade_data.columns import PRICE_FIELDS, limit_hits, raw_prices, round_cents, shares, store_arrays
 from trade_data.errors import DatasetError
 from trade_data.qlib_dir import (
     DatasetMeta,
@@ -58,7 +59,7 @@ class Bars:
 
 
 class MarketStore:
-    """Every bar of a dataset as read-only, memory-mapped float64 arrays indexed [day, symbol]."""
+    """Every bar of a dataset as read-only, memory-mapped arrays indexed [day, symbol] (Qlib's float32 values)."""
 
     def __init__(self, path: Path) -> None:
         self.path = require_dataset(settle(Path(path)))
@@ -75,17 +76,15 @@ class MarketStore:
         """The Alpha158 factor planted in a synthetic market (``trade data synth --signal``), else None."""
         arrays = store_arrays(self.path, self.symbols, self.calendar, fingerprint=self.fingerprint)
         self._arrays = arrays
-        self.adjusted = {name: arrays[f"adjusted_{name}"] for name in PRICE_FIELDS}
-        self.raw = {name: arrays[f"raw_{name}"] for name in PRICE_FIELDS}
-        self.volume = arrays["volume"]  # raw shares
-        self._stored_volume = arrays["stored_volume"]  # shares / factor, as Qlib stores it
+        self.adjusted = {name: arrays[f"adjusted_{name}"] for name in PRICE_FIELDS}  # float32, as Qlib stores them
+        self.stored_volume = arrays["stored_volume"]  # shares / factor, as Qlib stores it
         self.factor = arrays["factor"]
+        self.is_stock = np.array([board_of(s) is not Board.INDEX for s in self.symbols])  # indices' prices unrounded
         self.traded = arrays["traded"]
         self.first_day = arrays["first_day"]  # first bar, traded or not
         self.traded_offsets = offsets = arrays["traded_offsets"]  # where each symbol's rows start in bar tables
         self._traded_rows = [arrays["traded_rows"][offsets[j] : offsets[j + 1]] for j in range(len(self.symbols))]
-        self._traded_by = arrays["traded_by"]  # traded days so far: where a view cuts
-        self._traded_by_symbol = arrays["traded_by_symbol"]  # the same, [symbol, day]: a symbol's row is contiguous
+        self._traded_by = arrays["traded_by"]  # [symbol, day] traded days so far (a symbol's row is contiguous)
         self._columns: dict[int, dict[str, int]] = {}  # per count of listed symbols: views share them
         self.previous_close = arrays["previous_close"]  # adjusted close of the last traded day before each day
         self.limit_up, self.limit_down = arrays["limit_up"], arrays["limit_down"]
@@ -99,6 +98,10 @@ class MarketStore:
     @classmethod
     def load(cls, path: Path | str) -> MarketStore:
         return cls(Path(path))
+
+    def shares(self, rows: np.ndarray | slice, column: int) -> np.ndarray:
+        """Shares traded by the symbol in ``column`` on the calendar ``rows`` (float64; NaN where no bar)."""
+        return shares(self.stored_volume[rows, column], self.factor[rows, column])
 
     def day_index(self, day: str | dt.date | pd.Timestamp) -> int:
         """Position of a trading day in the calendar; a clear error for anything else."""
@@ -143,12 +146,11 @@ class MarketStore:
             dates=self.dates[:end],
             column=self._listed_columns(index),
             indices=[s for s in self.indices if self.first_day[self.column[s]] <= index],
-            traded_by=self._traded_by_symbol[:, :end],
+            traded_by=self._traded_by[:, :end],
             adjusted={name: values[:end] for name, values in self.adjusted.items()},
-            raw={name: values[:end] for name, values in self.raw.items()},
-            volume=self.volume[:end],
-            stored_volume=self._stored_volume[:end],
+            stored_volume=self.stored_volume[:end],
             factor=self.factor[:end],
+            is_stock=self.is_stock,
             traded=self.traded[:end],
             limit_up=self.limit_up[:end],
             limit_down=self.limit_down[:end],
@@ -198,10 +200,11 @@ class _Past:
     traded_by: np.ndarray
     """[symbol, day]: traded days so far, per symbol (a view finds its traded rows in it)."""
     adjusted: dict[str, np.ndarray]
-    raw: dict[str, np.ndarray]
-    volume: np.ndarray
+    """Qlib's float32 values: prices x factor, and volume / factor as ``stored_volume``."""
     stored_volume: np.ndarray
     factor: np.ndarray
+    is_stock: np.ndarray
+    """Per column: a stock (raw prices rounded to the cent), not an index."""
     traded: np.ndarray
     limit_up: np.ndarray
     limit_down: np.ndarray
@@ -230,8 +233,17 @@ class PointInTimeView:
             raise DatasetError(f"unknown symbol '{symbol}' on {self.date}", hint="symbols look like SH600519")
         return j
 
-    def _prices(self, adjusted: bool) -> dict[str, np.ndarray]:
-        return self._past.adjusted if adjusted else self._past.raw
+    def _prices(self, rows: np.ndarray | int, columns: np.ndarray | int, *, adjusted: bool) -> dict[str, np.ndarray]:
+        """Open/high/low/close at ``rows`` x ``columns`` in float64: adjusted, or raw (over the factor, to the cent)."""
+        past = self._past
+        found = {name: past.adjusted[name][rows, columns].astype(np.float64) for name in PRICE_FIELDS}
+        if adjusted:
+            return found
+        factor, is_stock = past.factor[rows, columns], past.is_stock[columns]
+        return {name: raw_prices(values, factor, is_stock) for name, values in found.items()}
+
+    def _shares(self, rows: np.ndarray | int | slice, columns: np.ndarray | int) -> np.ndarray:
+        return shares(self._past.stored_volume[rows, columns], self._past.factor[rows, columns])
 
     def _membership(self, universe: str) -> np.ndarray:
         found = self._past.membership.get(universe)
@@ -268,15 +280,11 @@ class PointInTimeView:
             raise DatasetError(f"window length must be at least 1, got {n}")
         j = self._column(symbol)
         picked = self._traded_rows(j, n)
-        prices = self._prices(adjusted)
         return Bars(
             symbol=symbol,
             dates=self._past.dates[picked],
-            open=prices["open"][picked, j],
-            high=prices["high"][picked, j],
-            low=prices["low"][picked, j],
-            close=prices["close"][picked, j],
-            volume=self._past.volume[picked, j],
+            **self._prices(picked, j, adjusted=adjusted),
+            volume=self._shares(picked, j),
             adjusted=adjusted,
         )
 
@@ -285,8 +293,9 @@ class PointInTimeView:
         rows = self._traded_rows(self._column(symbol), 1)
         return int(rows[-1]) if rows.size else None
 
-    def bar_row(self, table: BarTable, symbol: str) -> np.ndarray | None:
-        """``table``'s row at the symbol's last traded day up to T0, precomputed once per dataset version.
+    def bar_row(self, table: BarTable, symbol: str) -> TableRow | None:
+        """``table``'s last kept row at or before the symbol's last traded day up to T0, precomputed once per
+        dataset version, and how many traded days T0's bar is after it (0 for a table keeping every bar).
 
         None when the symbol never traded by T0, or when the store this view came from is gone: the
         caller then computes from :meth:`window` (the same values, since a bar table is causal).
@@ -318,17 +327,16 @@ class PointInTimeView:
         columns = [self._column(s) for s in symbols]
         end = self.index + 1
         begin = 0 if rows is None else max(0, end - rows)
-        fields = {name: self._past.adjusted[name][begin:end, columns] for name in PRICE_FIELDS}
-        fields["volume"] = self._past.stored_volume[begin:end, columns]
+        fields = {name: self._past.adjusted[name][begin:end, columns].astype(np.float64) for name in PRICE_FIELDS}
+        fields["volume"] = self._past.stored_volume[begin:end, columns].astype(np.float64)
         return fields
 
     def cross_section(self, symbols: list[str], *, adjusted: bool = False) -> dict[str, np.ndarray]:
         """T0's bar for each symbol (NaN where it did not trade) plus its trading flags."""
         columns = np.array([self._column(s) for s in symbols], dtype=int)
         t = self.index
-        prices = self._prices(adjusted)
-        section = {name: values[t, columns] for name, values in prices.items()}
-        section["volume"] = self._past.volume[t, columns]
+        section = self._prices(t, columns, adjusted=adjusted)
+        section["volume"] = self._shares(t, columns)
         traded = self._past.traded[t, columns]
         for name in BAR_FIELDS:
             section[name] = np.where(traded, section[name], np.nan)
@@ -353,7 +361,9 @@ class PointInTimeView:
         if fraction is None or not self._past.traded[t, j]:
             return False, False
         past = self._past
-        up, down = limit_hits(past.raw["close"][t, j], past.previous_close[t, j], past.factor[t, j], fraction)
+        factor = float(past.factor[t, j])
+        close = raw_prices(past.adjusted["close"][t, j], factor, past.is_stock[j])
+        up, down = limit_hits(close, float(past.previous_close[t, j]), factor, fraction)
         return bool(up), bool(down)
 
     def last_close(self, symbol: str, *, adjusted: bool = False) -> float:
@@ -375,15 +385,16 @@ class PointInTimeView:
     def series(self, symbol: str, name: str = "close", *, adjusted: bool = True) -> np.ndarray:
         """One field over every calendar day up to T0 (NaN when not traded), for index-style maths."""
         j = self._column(symbol)
-        values = self._past.volume if name == "volume" else self._prices(adjusted)[name]
-        return np.where(self._past.traded[:, j], values[:, j], np.nan)
+        every = slice(None)
+        values = self._shares(every, j) if name == "volume" else self._prices(every, j, adjusted=adjusted)[name]
+        return np.where(self._past.traded[:, j], values, np.nan)
 
     def advancers(self, universe: str) -> tuple[int, int]:
         """(advancing, compared) members of ``universe`` at T0: traded today and before, change > 0."""
         t, past = self.index, self._past
         up, compared = advancing(
             past.traded[t], self._membership(universe)[t], past.previous_close[t], past.adjusted["close"][t]
-        )
+        )  # float32 compared with float32: the same order as their float64 values
         return int(up), int(compared)
 
     @property

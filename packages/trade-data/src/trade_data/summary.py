@@ -168,9 +168,9 @@ def _build(store: MarketStore, folder: Path) -> None:
     for symbol in store.indices:
         j = store.column[symbol]
         rows = store._traded_rows[j]
-        closes, volumes = store.adjusted["close"][rows, j], store.volume[rows, j]
+        closes, volumes = store.adjusted["close"][rows, j].astype(np.float64), store.shares(rows, j)
         by_bar = np.array([index_measures(closes[: k + 1], volumes[: k + 1]) for k in range(rows.size)])
-        counts = store._traded_by[:, j]
+        counts = store._traded_by[j]
         table = np.full((days, len(MEASURES)), np.nan)
         table[counts > 0] = by_bar.reshape(-1, len(MEASURES))[counts[counts > 0] - 1]
         np.save(folder / f"index-{symbol}.npy", table)

@@ -47,6 +47,7 @@ def trade_register_prompt_sets(register: Callable[[PromptSet], None]) -> None:
 
 @hookimpl(optionalhook=True)  # trade-data's hook: skipped, not an error, when trade-data's plugin is disabled
 def trade_register_bar_tables(register: Callable[[BarTable], None]) -> None:
-    from trade_tools.indicators import INDICATOR_TABLE
+    from trade_tools.indicators import INDICATOR_BANDS, INDICATOR_STATES
 
-    register(INDICATOR_TABLE)
+    register(INDICATOR_STATES)
+    register(INDICATOR_BANDS)
