@@ -31,6 +31,7 @@ NO_TORCH = any(importlib.util.find_spec(m) is None for m in ("torch", "transform
         ),
         ("bench_anonymize.py", ["--calls", "3"], "| call |", 3),
         ("bench_tool_tail.py", ["--calls", "40", "--busy", "1"], "| pass |", 5),
+        ("bench_tables.py", [], "| dataset |", 1),
         pytest.param(
             "bench_local_batch.py",
             ["--sft-steps", "0", "--tasks", "2", "--batch", "1", "2", "--rounds", "1", "--max-tokens", "4"],
