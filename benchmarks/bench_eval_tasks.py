@@ -149,8 +149,8 @@ def main() -> None:
                     f"{count / wall:.1f}",
                     f"{serial / total:.1f}x",
                     str(server["peak"]),
-                    f"{cpu / count * 1e3:.1f} ms",
-                    f"{server['cpu'] / count * 1e3:.1f} ms",
+                    f"{cpu / count * 1e3:.2f} ms",
+                    f"{server['cpu'] / count * 1e3:.2f} ms",
                 )
             )
     header = (

@@ -43,6 +43,34 @@ def test_two_tasks_of_one_day_are_sampled_apart_and_a_replay_the_same(sample_sto
     assert seeds[0] != seeds[1] and seeds[0] == seeds[2]
 
 
+@pytest.mark.parametrize("anonymized", [False, True], ids=["plain", "anonymized"])
+@pytest.mark.parametrize(
+    "sampling", [{}, {"top_p": 0.9, "max_tokens": 512, "temperature": 0.0}], ids=["defaults", "every key"]
+)
+def test_each_request_is_sent_as_the_json_of_its_chat_request(
+    sample_store: MarketStore, anonymized: bool, sampling: dict[str, Any]
+) -> None:
+    """The bytes sent, each message and the tool schemas encoded once, are those of ``json.dumps`` of the whole
+    request, after each kind of turn (tool calls, reasoning, text with quotes, a reply without a call)."""
+    from trade_eval.policies.llm import EncodedRequest, chat_request
+
+    task = day_task(sample_store, DATE, pool_size=5).model_copy(update={"anonymized": anonymized})
+    day = TradingDay.start(task, sample_store)
+    settings = RunSettings(model='trader "v2" 模型', seed=7, **sampling)
+    encoded = EncodedRequest(day, settings)
+
+    def expected() -> bytes:
+        return json.dumps(chat_request(day, settings, day.episode.tool_schemas()), ensure_ascii=False).encode()
+
+    assert encoded.next() == expected()
+    day.turn("<think>\n先看大盘。\n</think>\n\n好", [("get_macro_indicators", '{"index": "SH000300"}')])
+    assert encoded.next() == expected()
+    day.turn('说 "引号" \\ 与\n换行', [("get_macro_indicators", "{broken"), ("no_such_tool", "")])
+    assert encoded.next() == encoded.next() == expected()  # a retry sends the same bytes
+    day.turn("没有调用", [])
+    assert encoded.next() == expected()
+
+
 def test_a_day_is_played_with_the_episode_tools_and_the_run_sampling(sample_store: MarketStore) -> None:
     with structlog.testing.capture_logs() as logs:
         day, usage, server = play(sample_store, [LOOP], temperature=0.7, top_p=0.9, max_tokens=512)

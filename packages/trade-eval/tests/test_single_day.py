@@ -14,7 +14,7 @@ from trade_core.errors import TradeError
 from trade_core.testing import run_trade
 from trade_data.store import MarketStore
 from trade_eval.policy import POLICIES, DayUsage, Policy, RunSettings
-from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks
+from trade_eval.single_day import YOUNG_GENERATION, TasksEval, load_tasks, new_manifest, run_tasks
 from trade_eval.testing import LOOP, STOP, Fail, FaultServer, Reply, Request
 from trade_reward.commands.explain import breakdown, play
 from trade_reward.schemes import get_scheme
@@ -218,9 +218,11 @@ class _HeapWatcher(Policy):
 
     def __init__(self) -> None:
         self.frozen: list[int] = []
+        self.thresholds: list[tuple[int, ...]] = []
 
     async def play(self, day: TradingDay, settings: RunSettings) -> DayUsage:
         self.frozen.append(gc.get_freeze_count())
+        self.thresholds.append(gc.get_threshold())
         day.turn("", [])
         return DayUsage()
 
@@ -229,12 +231,15 @@ def test_the_episodes_play_with_what_was_alive_before_them_out_of_the_collectors
     tasks_folder: Path, sample_store: MarketStore, tmp_path: Path
 ) -> None:
     """Full collections rescanned the store, the tasks and every import once per few episodes (a tenth of the
-    harness's CPU an episode); the heap is frozen while the episodes play and thawed after."""
+    harness's CPU an episode); the heap is frozen while the episodes play and thawed after, and the young
+    generation collected less often meanwhile (most of it is alive with hundreds of episodes in flight)."""
     policy = _HeapWatcher()
+    threshold = gc.get_threshold()
     assert gc.get_freeze_count() == 0
     assert _run(tasks_folder, sample_store, tmp_path / "run", policy, limit=3).played == 3
     assert len(policy.frozen) == 3 and min(policy.frozen) > len(load_tasks(tasks_folder, "test")[0])
-    assert gc.get_freeze_count() == 0
+    assert policy.thresholds == [(max(threshold[0], YOUNG_GENERATION), *threshold[1:])] * 3
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == threshold
 
 
 def _played(out: Path) -> dict[tuple[str, int], tuple[dict, dict]]:

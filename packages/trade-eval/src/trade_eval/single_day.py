@@ -372,16 +372,20 @@ def play_into(
         total=total, initial=total - len(pending), desc=policy.name, unit="ep", disable=None if progress else True
     )
     scores = [r.rewards[first].score for r in records if r.status == "done"]
+    count, total_score = len(scores), sum(scores)  # the bar's running mean (a mean of every score grew with the run)
+    trajectories, episodes = out / TRAJECTORIES, out / EPISODES
 
     def take(appender: Appender, record: EpisodeRecord, record_json: str, trajectory_json: str) -> None:
-        appender.append(out / TRAJECTORIES, trajectory_json)
-        appender.append(out / EPISODES, record_json)
+        nonlocal count, total_score
+        appender.append(trajectories, trajectory_json)
+        appender.append(episodes, record_json)
         records.append(record)
         if record.status == "done":
-            scores.append(record.rewards[first].score)
+            count, total_score = count + 1, total_score + record.rewards[first].score
         else:
             log.warning("tasks.episode_failed", task=record.task_id, sample=record.sample, reason=record.reason)
-        bar.set_postfix_str(f"{first} {statistics.fmean(scores):+.3f}" if scores else "")
+        if count:  # shown when the bar next redraws (at tqdm's own pace), not redrawn for each episode
+            bar.set_postfix_str(f"{first} {total_score / count:+.3f}", refresh=False)
         bar.update()
 
     async def play(appender: Appender) -> None:
@@ -477,18 +481,29 @@ def _play_share(
     results.put(None)
 
 
+YOUNG_GENERATION = 10_000
+"""Allocations between the collector's young collections while episodes play (Python's default: 700)."""
+
+
 @contextmanager
 def frozen_heap() -> Iterator[None]:
     """What is alive before the episodes play (the store, the tasks, every import) kept out of the garbage
     collector's way while they do: its full collections rescanned all of it, a tenth of the harness's CPU per
-    episode. Left as it is where the process already froze its heap."""
+    episode. The young generation is collected every :data:`YOUNG_GENERATION` allocations meanwhile: with
+    hundreds of episodes in flight most young objects are alive at a collection (requests, messages, models),
+    so each of the default's frequent collections scanned and promoted them again; fewer collections find
+    more of them already gone (the collector's time a run, measured with ``gc.callbacks``: 22 ms -> 7 ms for
+    342 episodes at 256 in flight). Left as it is where the process already froze its heap."""
     if gc.get_freeze_count():
         yield
         return
+    threshold = gc.get_threshold()
     gc.freeze()
+    gc.set_threshold(max(threshold[0], YOUNG_GENERATION), *threshold[1:])
     try:
         yield
     finally:
+        gc.set_threshold(*threshold)
         gc.unfreeze()
 
 

@@ -11,12 +11,13 @@ whose tools, prompt sets and event hooks it uses (the process-wide one unless th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any, Literal
 
 import numpy as np
 import structlog
-from pydantic import BaseModel, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationError, model_serializer
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 from pydantic_core import ErrorDetails
 
 from trade_core.errors import TradeError
@@ -99,20 +100,16 @@ class Episode(BaseModel):
     turns: int = 0
     status: Status = "open"
     status_reason: str = ""
-    aliases: Aliases | None = Field(None, description="set when the task is anonymized: what the model saw as what")
+    aliases: Aliases | None = Field(
+        None,
+        description="set when the task is anonymized: what the model saw as what",
+        exclude_if=lambda aliases: aliases is None,  # a plain episode serialises as it did before anonymized ones
+    )
     _view: PointInTimeView | None = PrivateAttr(None)
     _manager: TradePluginManager | None = PrivateAttr(None)
     _calendar: np.ndarray | None = PrivateAttr(None)
     _memo: dict[tuple[str, str], Any] = PrivateAttr(default_factory=dict)
     """What the perturbed view (``anonymize_noise``) computes once per symbol: its noise and its indicators."""
-
-    @model_serializer(mode="wrap")
-    def _plain_unchanged(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A plain episode serialises as it did before anonymized ones existed."""
-        data = handler(self)
-        if self.aliases is None:
-            data.pop("aliases", None)
-        return data
 
     @classmethod
     def start(
@@ -149,28 +146,36 @@ class Episode(BaseModel):
             value_before=portfolio_value(view, task.cash, positions),
             aliases=aliases,
         )
-        return episode.bind(store, manager)
+        return episode._attach(store, view, manager)
 
     def bind(self, store: MarketStore, manager: TradePluginManager | None = None) -> Episode:
         """Attach market data (after loading an Episode from JSON): T0's view only, never the store, so no
         tool can read a bar after T0; what needs later days (the ground truth) is computed outside. ``manager``
         supplies the tools, prompt sets and event hooks (:attr:`manager`)."""
+        return self._attach(store, store.asof(self.task.date), manager)
+
+    def _attach(self, store: MarketStore, view: PointInTimeView, manager: TradePluginManager | None) -> Episode:
+        """:meth:`bind` with T0's view already at hand (:meth:`start` has it)."""
         self._manager = manager or self._manager
-        self._view = store.asof(self.task.date)
-        self._calendar = store.dates[: self._view.index + 1]
+        self._view = view
+        self._calendar = store.dates[: view.index + 1]
         self._memo = {}
         return self
+
+    # The tools read these on every call: they read the private attributes' dict itself, where ``self._view``
+    # goes through pydantic's ``__getattr__`` (a miss, then a lookup: about 1.5 us each, tens a call).
 
     @property
     def manager(self) -> TradePluginManager:
         """The manager the episode was started or bound with; else (one read from a file) the process-wide one."""
-        return self._manager or get_manager()
+        return self.__pydantic_private__["_manager"] or get_manager()  # type: ignore[index]
 
     @property
     def view(self) -> PointInTimeView:
-        if self._view is None:
+        view = self.__pydantic_private__["_view"]  # type: ignore[index]
+        if view is None:
             raise TradeError("episode has no market data bound", hint="call episode.bind(store)")
-        return self._view
+        return view
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -178,6 +183,14 @@ class Episode(BaseModel):
         tools = TOOLS.all(self.manager)
         schemas = [tools[name].schema() for name in self.settings.tools if name in tools]
         return hide_schemas(schemas) if self.aliases else schemas
+
+    def tool_schemas_json(self) -> str:
+        """:meth:`tool_schemas` as JSON text (``json.dumps(..., ensure_ascii=False)``), one text a process for
+        every episode that offers the same tools, plain or anonymized: a served model's every request sends it."""
+        tools = TOOLS.all(self.manager)
+        return _schemas_text(
+            tuple(tools[name]._schema for name in self.settings.tools if name in tools), bool(self.aliases)
+        )
 
     @property
     def example_symbol(self) -> str:
@@ -370,6 +383,14 @@ class Episode(BaseModel):
             {"role": "system", "content": self.hide(prompts.system(self))},
             {"role": "user", "content": self.hide(prompts.user(self))},
         ]
+
+
+@functools.lru_cache(maxsize=256)
+def _schemas_text(schemas: tuple[str, ...], hidden: bool) -> str:
+    """The JSON list of the tools' schema texts (:attr:`Tool._schema`), as anonymized episodes show it if
+    ``hidden``: ``json.dumps`` separates a list's items with ", " as it does here."""
+    text = f"[{', '.join(schemas)}]"
+    return json.dumps(hide_schemas(json.loads(text)), ensure_ascii=False) if hidden else text
 
 
 _JSON_PROBLEMS = {

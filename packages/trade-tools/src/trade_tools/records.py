@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import datetime as dt
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field
 
 from trade_tools.portfolio import Cash, Shares
 
 Record = TypeVar("Record", bound=BaseModel)
 NOISE_LIMIT = 0.1
 """The largest ``anonymize_noise`` (a standard deviation of log levels): beyond it the bars read as noise."""
+
+
+def _unset(unset: object) -> Callable[[object], bool]:
+    """``exclude_if`` of a field added after tasks were first written: left out while it holds ``unset`` (by
+    ``==``), so a plain task serialises as it did before (task files, verl rows, trajectories); pydantic then
+    serialises the whole record natively, where a wrapping serializer built it as Python objects first."""
+    return lambda value: value == unset
 
 
 class Task(BaseModel):
@@ -33,21 +40,26 @@ class Task(BaseModel):
     cash: Cash
     universe: str = "csi300"
     index: str = "SH000001"
-    anonymized: bool = Field(False, description="the model sees aliases for symbols and dates (trade_tools.anonymize)")
-    tools: list[str] | None = Field(None, description="the tools the day offers, in order; None: the Episode's default")
-    prompt_set: str | None = Field(None, description="how the day is put into words; None: the Episode's default")
-    anonymize_noise: float | None = Field(
-        None, ge=0, le=NOISE_LIMIT, description="anonymized: sd of the shown bars' perturbation; None: the Episode's"
+    anonymized: bool = Field(
+        False,
+        description="the model sees aliases for symbols and dates (trade_tools.anonymize)",
+        exclude_if=_unset(False),
     )
-
-    @model_serializer(mode="wrap")
-    def _plain_unchanged(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A plain task serialises as it did before these fields existed (task files, verl rows, trajectories)."""
-        data = handler(self)
-        for key, unset in (("anonymized", False), ("tools", None), ("prompt_set", None), ("anonymize_noise", None)):
-            if data.get(key) == unset:
-                data.pop(key, None)
-        return data
+    tools: list[str] | None = Field(
+        None,
+        description="the tools the day offers, in order; None: the Episode's default",
+        exclude_if=_unset(None),
+    )
+    prompt_set: str | None = Field(
+        None, description="how the day is put into words; None: the Episode's default", exclude_if=_unset(None)
+    )
+    anonymize_noise: float | None = Field(
+        None,
+        ge=0,
+        le=NOISE_LIMIT,
+        description="anonymized: sd of the shown bars' perturbation; None: the Episode's",
+        exclude_if=_unset(None),
+    )
 
 
 def parse(model: type[Record], stored: str | Mapping[str, Any]) -> Record:

@@ -65,9 +65,9 @@ class LLMPolicy(Policy):
         usage = DayUsage()
         backoff = _backoff(settings)
         async with _client(settings) as client:
-            tools = day.episode.tool_schemas()
+            request = EncodedRequest(day, settings)
             while day.is_open:
-                answer = await _complete(client, day, chat_request(day, settings, tools), settings, usage, backoff)
+                answer = await _complete(client, day, request.next(), settings, usage, backoff)
                 if answer is not None:
                     play_reply(day, answer, usage)
         return usage
@@ -108,9 +108,11 @@ async def _client(settings: RunSettings) -> AsyncIterator[Session]:
     if shared is not None and key in shared:
         yield shared[key]
         return
+    tls = _tls() if str(settings.base_url).lower().startswith("https:") else True  # http: no context to build
+    auth = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
     session = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=max(_POOL_SIZE.get(), 100), ssl=_tls()),
-        headers={"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else None,
+        connector=aiohttp.TCPConnector(limit=max(_POOL_SIZE.get(), 100), ssl=tls),
+        headers={**auth, **JSON},  # every request posts JSON: the session's headers, not merged per request
         timeout=aiohttp.ClientTimeout(total=settings.request_timeout),
     )
     if shared is not None:
@@ -123,8 +125,9 @@ async def _client(settings: RunSettings) -> AsyncIterator[Session]:
 
 @functools.cache
 def _tls() -> ssl.SSLContext:
-    """The TLS context every day's client shares: building one loads the CA store (~0.2 s, more than the
-    harness's own work for a day). The system store; OpenSSL honours SSL_CERT_FILE and SSL_CERT_DIR."""
+    """The TLS context every day's client of an https server shares: building one loads the CA store (~0.2 s,
+    more than the harness's own work for a day), so a plain http server's never builds it. The system store;
+    OpenSSL honours SSL_CERT_FILE and SSL_CERT_DIR."""
     return ssl.create_default_context()
 
 
@@ -173,19 +176,59 @@ def chat_request(day: TradingDay, settings: RunSettings, tools: list[dict[str, A
     """The chat-completion arguments of the day's next reply. The seed is derived from the run's seed, the
     task and the reply, so every request (a resumed run's too) samples the same way whatever else is in flight,
     and two tasks of one day (``trade data tasks --per-day``) are sampled apart."""
-    request: dict[str, Any] = {
+    return {
         "model": settings.model,
         "messages": openai_messages(day.messages),
         "tools": tools,
+        **_sampling(day, settings),
+    }
+
+
+def _sampling(day: TradingDay, settings: RunSettings) -> dict[str, Any]:
+    """The request's keys after ``tools``, in their order."""
+    sampling: dict[str, Any] = {
         "tool_choice": "auto",
         "temperature": settings.temperature,
         "seed": zlib.crc32(f"{settings.seed}/{day.episode.task.task_id}/{day.replies}".encode()),
     }
     if settings.top_p is not None:
-        request["top_p"] = settings.top_p
+        sampling["top_p"] = settings.top_p
     if settings.max_tokens is not None:
-        request["max_tokens"] = settings.max_tokens
-    return request
+        sampling["max_tokens"] = settings.max_tokens
+    return sampling
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+@functools.lru_cache(maxsize=64)
+def _utf8(text: str) -> bytes:
+    """``text`` encoded, once for each of the few texts every day sends alike (the tool schemas)."""
+    return text.encode()
+
+
+class EncodedRequest:
+    """A day's chat-completion requests as the JSON bytes sent, byte for byte ``json.dumps(chat_request(day,
+    settings, day.episode.tool_schemas()), ensure_ascii=False).encode()``, with what does not change between a
+    day's requests encoded once: each message when it first goes out (a later request repeats the
+    conversation so far), the tool schemas once a process for every day that offers the same tools
+    (:meth:`~trade_tools.episode.Episode.tool_schemas_json`). Messages are never changed once the day holds
+    them, only appended."""
+
+    def __init__(self, day: TradingDay, settings: RunSettings) -> None:
+        self.day, self.settings = day, settings
+        self.head = f'{{"model": {_dumps(settings.model)}, "messages": ['.encode()
+        self.tools = _utf8(day.episode.tool_schemas_json())
+        self.messages: list[bytes] = []
+
+    def next(self) -> bytes:
+        """The request of the day's next reply."""
+        day, sent = self.day, len(self.messages)
+        if sent < len(day.messages):
+            self.messages += [_dumps(m).encode() for m in openai_messages(day.messages[sent:])]
+        sampling = _dumps(_sampling(day, self.settings)).encode()  # b'{"tool_choice": ...}': keys after tools
+        return b"".join((self.head, b", ".join(self.messages), b'], "tools": ', self.tools, b", ", sampling[1:]))
 
 
 def _backoff(settings: RunSettings) -> float:
@@ -202,22 +245,22 @@ def _backoff(settings: RunSettings) -> float:
 async def _complete(
     session: Session,
     day: TradingDay,
-    request: dict[str, Any],
+    data: bytes,
     settings: RunSettings,
     usage: DayUsage,
     backoff: float,
 ) -> dict[str, Any] | None:
-    """The server's answer to ``request`` (the chat.completion JSON, with at least one choice), retried on
-    server failures; None when the server refused a later request and the day ended."""
+    """The server's answer to the request ``data`` (JSON: :class:`EncodedRequest`; the chat.completion JSON,
+    with at least one choice), retried on server failures; None when the server refused a later request and
+    the day ended."""
     where = {"day": str(day.episode.task.date), "turn": day.replies + 1}
     url = f"{str(settings.base_url).rstrip('/')}/chat/completions"
-    data = json.dumps(request, ensure_ascii=False).encode()
-    jitter = random.Random(f"{settings.seed}/{where['day']}/{where['turn']}")
+    jitter = None  # seeded only when a request fails: most never do
     for attempt in range(settings.retries + 1):
         usage.requests += 1
         started = time.perf_counter()
         try:
-            async with session.post(url, data=data, headers=JSON) as reply:
+            async with session.post(url, data=data) as reply:
                 status, reason, body = reply.status, reply.reason, await reply.read()
         except TimeoutError:  # aiohttp's socket timeouts are TimeoutErrors too
             problem = f"no answer within {settings.request_timeout:g} s"
@@ -237,6 +280,7 @@ async def _complete(
         log.warning("llm.request_failed", **where, attempt=attempt + 1, problem=problem)
         if attempt < settings.retries:
             usage.retries += 1
+            jitter = jitter or random.Random(f"{settings.seed}/{where['day']}/{where['turn']}")
             await asyncio.sleep(min(BACKOFF_CAP, backoff * 2**attempt) * jitter.uniform(0.5, 1.0))
     raise PolicyUnavailable(f"turn {where['turn']}: {problem} after {settings.retries + 1} attempts", usage)
 
