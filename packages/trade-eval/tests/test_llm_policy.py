@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,6 +22,18 @@ from trade_tools.sampler import day_task
 
 DATE = "2025-06-20"
 MALFORMED = '{"type": "stop", "reasoning": '
+
+
+@contextlib.contextmanager
+def debug_logs() -> Iterator[None]:
+    """structlog passing debug events within the block, whatever level an earlier test configured (the CLI's
+    info drops ``llm.reply``)."""
+    wrapper = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        yield
+    finally:
+        structlog.configure(wrapper_class=wrapper)
 
 
 def play(
@@ -72,7 +87,7 @@ def test_each_request_is_sent_as_the_json_of_its_chat_request(
 
 
 def test_a_day_is_played_with_the_episode_tools_and_the_run_sampling(sample_store: MarketStore) -> None:
-    with structlog.testing.capture_logs() as logs:
+    with debug_logs(), structlog.testing.capture_logs() as logs:
         day, usage, server = play(sample_store, [LOOP], temperature=0.7, top_p=0.9, max_tokens=512)
     assert (day.episode.status, day.episode.status_reason, day.episode.turns) == ("stopped", "TakeAction(stop)", 2)
     first, second = server.requests

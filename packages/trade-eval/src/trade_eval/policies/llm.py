@@ -323,8 +323,11 @@ def _tokens(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def _log_reply(answer: dict[str, Any], where: dict[str, Any], attempt: int, seconds: float) -> None:
+    """A reply's ``llm.reply`` event, at debug level (``trade --log-level debug``): with hundreds of days in
+    flight a line per request was hundreds of lines a second beside the progress bar, and rendering them was
+    a tenth of the harness's CPU. Failed requests and odd replies log warnings."""
     tokens = _tokens(answer)
-    log.info(
+    log.debug(
         "llm.reply",
         **where,
         attempt=attempt + 1,
