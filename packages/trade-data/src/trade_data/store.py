@@ -385,8 +385,8 @@ class PointInTimeView:
     def series(self, symbol: str, name: str = "close", *, adjusted: bool = True) -> np.ndarray:
         """One field over every calendar day up to T0 (NaN when not traded), for index-style maths."""
         j = self._column(symbol)
-        every = slice(None)
-        values = self._shares(every, j) if name == "volume" else self._prices(every, j, adjusted=adjusted)[name]
+        days = slice(None)
+        values = self._shares(days, j) if name == "volume" else self._prices(days, j, adjusted=adjusted)[name]
         return np.where(self._past.traded[:, j], values, np.nan)
 
     def advancers(self, universe: str) -> tuple[int, int]:
