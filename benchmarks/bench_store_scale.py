@@ -222,7 +222,7 @@ def main() -> None:
             start = time.perf_counter()
             dataset = dataset_for(size, args.data, Path(tmp))
             made = time.perf_counter() - start
-            [build] = workers(dataset, 1, 1)  # the first process builds the store's arrays and indicator table
+            [build] = workers(dataset, 1, 1)  # the first process builds the store's arrays and indicator tables
             [alone] = workers(dataset, 1, 1)  # a fresh process once they are built
             held = workers(dataset, args.workers, args.calls)
             info = dataset_info(dataset)

@@ -1,4 +1,4 @@
-"""The store-at-scale benchmark (memory-mapped store and indicator table, N workers) runs and prints its tables
+"""The store-at-scale benchmark (memory-mapped store and indicator tables, N workers) runs and prints its tables
 (tiny synthetic market; no timing is asserted)."""
 
 from __future__ import annotations

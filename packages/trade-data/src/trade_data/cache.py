@@ -1,7 +1,7 @@
 """Arrays derived from a dataset, computed once per dataset version and memory-mapped by every reader.
 
 A dataset's bars never change while it is read, so what readers derive from them (the store's
-[day, symbol] arrays, trade-tools' indicator table) is written once as ``.npy`` files and opened with
+[day, symbol] arrays, trade-tools' indicator tables) is written once as ``.npy`` files and opened with
 ``mmap_mode="r"``: N processes on a node share one copy in the page cache. The files live in
 ``DIR/.trade-cache/<name>-<key>/``: a re-import writes a new ``DIR``, so they leave with the old
 one, and ``key`` hashes the dataset's small files (``trade.json`` with the stamp every writer puts in it,

@@ -3,7 +3,7 @@
 verl builds the tool objects once per agent-loop worker and an agent loop per trajectory, TRL an environment
 per rollout; all of them reach the data through :func:`market_store`, so thousands of rollouts share one set
 of arrays. The
-arrays (and the indicator table) are memory-mapped from the dataset's precomputed files, so the
+arrays (and the indicator tables) are memory-mapped from the dataset's precomputed files, so the
 workers of a node share one copy in the page cache: a worker adds tens of MB, not the market's size.
 """
 
