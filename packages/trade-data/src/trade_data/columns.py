@@ -47,13 +47,15 @@ def round_cents(values: np.ndarray) -> np.ndarray:
 def raw_prices(adjusted: np.ndarray, factor: np.ndarray, is_stock: np.ndarray | bool) -> np.ndarray:
     """Prices as traded: Qlib's adjusted values over the factor, stocks' rounded to the cent (indices' are not),
     in float64 (float32 inputs are widened first, exactly)."""
-    raw = np.asarray(adjusted, dtype=np.float64) / np.asarray(factor, dtype=np.float64)
+    raw = np.divide(adjusted, factor, dtype=np.float64)  # float32 operands are widened exactly first
+    if np.ndim(is_stock) == 0:  # one column: no mask to apply
+        return round_cents(raw) if is_stock else raw
     return np.where(is_stock, round_cents(raw), raw)
 
 
 def shares(stored_volume: np.ndarray, factor: np.ndarray) -> np.ndarray:
     """Shares traded from Qlib's stored volume (shares / factor, float32), as float64 whole numbers."""
-    return np.round(np.asarray(stored_volume, dtype=np.float64) * np.asarray(factor, dtype=np.float64))
+    return np.round(np.multiply(stored_volume, factor, dtype=np.float64))
 
 
 def limit_hits(
