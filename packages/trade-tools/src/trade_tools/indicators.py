@@ -37,7 +37,6 @@ WINDOW = 61
 STATES = ("EMA12", "EMA26", "MACD_DEA", "ATR_14", "GAIN_14", "LOSS_14")
 """The recursive averages, in float64: of the close (span 12, 26), of MACD_DIF (span 9), of the true range,
 of the gains and of the losses (Wilder's, alpha 1/14)."""
-_SPANS = {"EMA12": 12, "EMA26": 26, "MACD_DEA": 9}
 _WILDER = 1 / 14
 
 
@@ -48,7 +47,7 @@ def _alpha(*, span: float | None = None, alpha: float | None = None) -> float:
     return 1.0 / (1.0 + com)
 
 
-_ALPHAS = (_alpha(span=12), _alpha(span=26), _alpha(span=9), *(_alpha(alpha=_WILDER),) * 3)
+_ALPHAS = (_alpha(span=12), _alpha(span=26), _alpha(span=9), _alpha(alpha=_WILDER))
 
 
 def _states(bars: Bars) -> np.ndarray:
@@ -94,7 +93,7 @@ def _step(weighted: float, value: float, alpha: float) -> float:
 def _carry(state: np.ndarray, tail: Bars, bars: int) -> list[float]:
     """:data:`STATES` carried from the bar ``bars`` before the last of ``tail`` to the last, a step a bar."""
     ema12, ema26, dea, atr, gain, loss = (float(x) for x in state)
-    a12, a26, a9, wilder = _ALPHAS[:4]
+    a12, a26, a9, wilder = _ALPHAS
     close, high, low = tail.close.tolist(), tail.high.tolist(), tail.low.tolist()
     for i in range(len(close) - bars, len(close)):
         previous = close[i - 1]
