@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trade_core.testing import run_trade
-from trade_eval.testing import LOOP, STOP, Drop, Fail, FaultServer, Reply, by_day
+from trade_eval.testing import LOOP, STOP, Drop, Fail, FaultServer, Reply, by_day, served_backtest
 
 MARKUP = '<tool_call>\n{"name": "TakeAction", "arguments": {"type": "stop"}}\n</tool_call>'
 PLAN = {
@@ -27,32 +27,8 @@ def test_a_backtest_through_every_fault_finishes_and_accounts_for_every_day(
 ) -> None:
     out = tmp_path / "run"
     with FaultServer(by_day(PLAN)) as server:
-        run = run_trade(
-            "eval",
-            "backtest",
-            "--base-url",
-            server.url,
-            "--model",
-            "trader",
-            "--data",
-            str(sample_dataset),
-            "--start-date",
-            "2025-06-20",
-            "--num-days",
-            "5",
-            "--pool-size",
-            "5",
-            "--max-turns",
-            "3",
-            "--request-timeout",
-            "0.5",
-            "--retries",
-            "2",
-            "--set",
-            "backoff=0.01",
-            "--out",
-            str(out),
-        )
+        options = ("--request-timeout", "0.5", "--retries", "2", "--set", "backoff=0.01")
+        run = served_backtest(server.url, "trader", sample_dataset, out, days=5, turns=3, options=options)
     assert run.code == 0, run.err
     days = [json.loads(line) for line in (out / "days.jsonl").read_text().splitlines()]
     assert [d["date"] for d in days] == list(PLAN)
@@ -95,8 +71,7 @@ def test_tool_calls_in_a_broken_shape_are_broken_calls_and_the_day_goes_on(
     """They raised in the llm policy, and the whole day was recorded as "policy llm raised ..."."""
     out = tmp_path / "run"
     with FaultServer(by_day(SHAPES)) as server:
-        args = ["--base-url", server.url, "--model", "trader", "--data", str(sample_dataset), "--out", str(out)]
-        run = run_trade("eval", "backtest", *args, "--start-date", "2025-06-20", "--num-days", "2", "--pool-size", "5")
+        run = served_backtest(server.url, "trader", sample_dataset, out, days=2)
     assert run.code == 0, run.err
     days = [json.loads(line) for line in (out / "days.jsonl").read_text().splitlines()]
     assert [(d["status"], d["episode_status"], d["tool_calls"], d["tool_errors"]) for d in days] == [

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from trade_core.testing import run_trade
+from trade_eval.testing import served_backtest
 from trade_tools.episode import DEFAULT_TOOLS
 
 pytestmark = [
@@ -69,30 +69,8 @@ def test_a_five_day_backtest_against_the_served_tiny_model(
     server: str, tiny_model: Path, sample_dataset: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "run"
-    run = run_trade(
-        "eval",
-        "backtest",
-        "--base-url",
-        server,
-        "--model",
-        str(tiny_model),
-        "--data",
-        str(sample_dataset),
-        "--start-date",
-        "2025-06-20",
-        "--num-days",
-        "5",
-        "--pool-size",
-        "5",
-        "--max-turns",
-        "3",
-        "--temperature",
-        "0",
-        "--max-tokens",
-        "160",
-        "--out",
-        str(out),
-    )
+    options = ("--temperature", "0", "--max-tokens", "160")
+    run = served_backtest(server, str(tiny_model), sample_dataset, out, days=5, turns=3, options=options)
     assert run.code == 0, run.err
     days = [json.loads(line) for line in (out / "days.jsonl").read_text().splitlines()]
     assert [d["date"] for d in days] == ["2025-06-20", "2025-06-23", "2025-06-24", "2025-06-25", "2025-06-26"]

@@ -34,6 +34,7 @@ from trade_core.testing import run_trade
 from trade_data.store import MarketStore
 from trade_eval.policies.llm import JSON, chat_request, openai_messages
 from trade_eval.policy import RunSettings
+from trade_eval.testing import served_backtest
 from trade_reward.taskbuilder import build_tasks
 from trade_tools.day import TradingDay
 from trade_tools.episode import DEFAULT_TOOLS, Episode
@@ -127,12 +128,8 @@ def server(
 
 def backtest(url: str, data: Path, out: Path, *, days: int, max_tokens: int = MAX_TOKENS, turns: int = 4) -> Path:
     """`trade eval backtest` of the served trader_agent from 2025-06-20, greedy, on a pool of 5: its folder."""
-    run = run_trade(
-        *("eval", "backtest", "--base-url", url, "--model", "trader_agent", "--data", str(data)),
-        *("--start-date", "2025-06-20", "--num-days", str(days), "--pool-size", "5", "--max-turns", str(turns)),
-        *("--temperature", "0", "--max-tokens", str(max_tokens), "--out", str(out)),
-        timeout=1800,
-    )
+    options = ("--temperature", "0", "--max-tokens", str(max_tokens))
+    run = served_backtest(url, "trader_agent", data, out, days=days, turns=turns, options=options, timeout=1800)
     assert run.code == 0, run.err
     return out
 

@@ -1,4 +1,5 @@
-"""A scripted OpenAI-protocol server for tests and benchmarks: a test double at a process boundary.
+"""A scripted OpenAI-protocol server for tests and benchmarks: a test double at a process boundary; and the
+backtest that the tests of a served model (this server, vLLM, ``transformers serve``) play against it.
 
 It answers ``POST /v1/chat/completions`` over HTTP on a real socket on 127.0.0.1, so the client's HTTP,
 timeouts and the policy's retries run exactly as against vLLM; only the model is replaced, by a script that
@@ -21,7 +22,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trade_core.testing import TradeRun
 
 STOP_ARGUMENTS = json.dumps({"type": "stop", "reasoning": "观望"}, ensure_ascii=False)
 
@@ -256,3 +261,30 @@ def _handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
 
     return Handler
+
+
+SERVED_START = "2025-06-20"
+"""The first day of the served tests' backtests: a week both the real sample and its stand-in hold."""
+
+
+def served_backtest(
+    url: str,
+    model: str,
+    data: Path,
+    out: Path,
+    *,
+    days: int,
+    turns: int | None = None,
+    options: Sequence[str] = (),
+    timeout: float = 300,
+) -> TradeRun:
+    """`trade eval backtest` of ``model`` served at ``url``: ``days`` days from :data:`SERVED_START` on a pool of 5,
+    at most ``turns`` replies a day (the CLI's default when None), into ``out``, with ``options`` after."""
+    from trade_core.testing import run_trade
+
+    limit = () if turns is None else ("--max-turns", str(turns))
+    return run_trade(
+        *("eval", "backtest", "--base-url", url, "--model", model, "--data", str(data), "--out", str(out)),
+        *("--start-date", SERVED_START, "--num-days", str(days), "--pool-size", "5", *limit, *options),
+        timeout=timeout,
+    )
