@@ -65,7 +65,9 @@ def build(dataset: Path, drop_caches: bool) -> tuple[float, int, int]:
 
 def measure(name: str, source: Path, scratch: Path, drop_caches: bool) -> list[str]:
     from trade_data.cache import CACHE_FOLDER, cached_tables
+    from trade_data.qlib_dir import require_dataset
 
+    require_dataset(source)
     copy = scratch / name
     shutil.copytree(source, copy, copy_function=os.link, ignore=shutil.ignore_patterns(CACHE_FOLDER))
     seconds, peak, anonymous = build(copy, drop_caches)
@@ -105,4 +107,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from trade_core.errors import TradeError
+
+    try:
+        main()
+    except TradeError as error:  # not a dataset, no sample to import
+        sys.exit(f"error: {error.one_line()}")

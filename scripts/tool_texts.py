@@ -23,6 +23,8 @@ import numpy as np
 
 FACTORS = ("ROC20", "KMID", "RSQR60", "CORR20", "Mean($close,5)/$close")
 NOISE = 0.01
+WARM_UP = 60
+"""Days never drawn at the start of a dataset, where most indicators have no value yet."""
 
 
 def _texts(episode, label: str) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
@@ -52,6 +54,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
+    from trade_core.errors import TradeError
     from trade_core.logging import configure_logging
     from trade_data.store import MarketStore
     from trade_tools.episode import Episode
@@ -59,8 +62,13 @@ def main() -> int:
 
     configure_logging(level="warning")  # stdout is the texts
     store = MarketStore.load(args.dataset)
-    rng = np.random.default_rng(args.seed)
-    days = sorted(rng.choice(np.arange(60, len(store.calendar)), args.days, replace=False))
+    drawn = np.arange(WARM_UP, len(store.calendar))
+    if not 1 <= args.days <= drawn.size:
+        raise TradeError(
+            f"--days {args.days}: {args.dataset} has {drawn.size} days after its first {WARM_UP}",
+            hint=f"pass 1 to {drawn.size}" if drawn.size else "use a dataset of more days",
+        )
+    days = sorted(np.random.default_rng(args.seed).choice(drawn, args.days, replace=False))
     print(json.dumps({"dataset": args.dataset.name, "days": len(days)}))
     for t in days:
         date = store.calendar[int(t)].date()
@@ -78,4 +86,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from trade_core.errors import TradeError
+
+    try:
+        sys.exit(main())
+    except TradeError as error:  # not a dataset, too few days
+        sys.exit(f"error: {error.one_line()}")

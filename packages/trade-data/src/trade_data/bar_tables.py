@@ -45,6 +45,13 @@ class BarTable:
     dtype: type[np.floating] = np.float32
     """What the rows are stored as."""
 
+    def __post_init__(self) -> None:
+        """A plugin's table that could not be stored is refused where the plugin registers it."""
+        if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
+            raise ValueError(f"bar table {self.name!r}: every must be a whole number of bars >= 1, not {self.every!r}")
+        if not (isinstance(self.dtype, type) and issubclass(self.dtype, np.floating)):
+            raise ValueError(f"bar table {self.name!r}: dtype must be a numpy float type, not {self.dtype!r}")
+
 
 class TableRow(NamedTuple):
     """A bar table's last kept row at or before a symbol's bar: its values, and how many bars that bar is after."""
