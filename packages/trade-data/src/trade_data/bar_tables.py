@@ -24,7 +24,6 @@ from tqdm import tqdm
 from trade_core.registry import Registry
 from trade_data import hookspecs
 from trade_data.cache import cached_arrays
-from trade_data.columns import PRICE_FIELDS
 from trade_data.columns import VERSION as STORE_VERSION
 
 if TYPE_CHECKING:
@@ -110,15 +109,11 @@ class BarTables:
 
 
 def _build(store: MarketStore, table: BarTable, folder: Path) -> None:
-    from trade_data.store import Bars
-
     offsets = store.bar_tables.offsets(table.every)
     out = open_memmap(folder / "rows.npy", "w+", table.dtype, (int(offsets[-1]), len(table.columns)))
+    last = store.asof(store.calendar[-1])  # its windows are every traded bar, read as the tools read them
     for j, symbol in enumerate(tqdm(store.symbols, desc=f"computing {table.name}", unit="symbol", disable=None)):
-        picked = store._traded_rows[j]
-        if picked.size:
-            prices = {name: store.adjusted[name][picked, j].astype(np.float64) for name in PRICE_FIELDS}
-            volume = store.shares(picked, j)
-            bars = Bars(symbol=symbol, dates=store.dates[picked], volume=volume, adjusted=True, **prices)
+        if store._traded_rows[j].size:
+            bars = last.window(symbol, len(store.calendar))
             out[offsets[j] : offsets[j + 1]] = table.compute(bars)[:: table.every]
     out.flush()

@@ -34,7 +34,7 @@ _FLOAT = (*(f"adjusted_{n}" for n in PRICE_FIELDS), "stored_volume", "factor", "
 _BOOL = ("traded", "limit_up", "limit_down")
 
 
-def day_index_type(days: int) -> type[np.integer]:
+def _day_index_type(days: int) -> type[np.integer]:
     """The narrowest integer type that holds every day index and count of a calendar of ``days`` days."""
     return np.uint16 if days <= np.iinfo(np.uint16).max else np.int32
 
@@ -98,7 +98,7 @@ def store_arrays(
 
 def _build(dataset: Path, folder: Path, symbols: list[str], calendar: pd.DatetimeIndex) -> None:
     days, n = len(calendar), len(symbols)
-    index_type = day_index_type(days)
+    index_type = _day_index_type(days)
     out = {name: open_memmap(folder / f"{name}.npy", "w+", np.float32, (days, n)) for name in _FLOAT}
     out.update({name: open_memmap(folder / f"{name}.npy", "w+", np.bool_, (days, n)) for name in _BOOL})
     by_symbol = open_memmap(folder / "traded_by.npy", "w+", index_type, (n, days))

@@ -99,10 +99,6 @@ class MarketStore:
     def load(cls, path: Path | str) -> MarketStore:
         return cls(Path(path))
 
-    def shares(self, rows: np.ndarray | slice, column: int) -> np.ndarray:
-        """Shares traded by the symbol in ``column`` on the calendar ``rows`` (float64; NaN where no bar)."""
-        return shares(self.stored_volume[rows, column], self.factor[rows, column])
-
     def day_index(self, day: str | dt.date | pd.Timestamp) -> int:
         """Position of a trading day in the calendar; a clear error for anything else."""
         try:

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from trade_data.cache import cached_arrays
 from trade_data.columns import VERSION as STORE_VERSION
+from trade_data.columns import shares
 
 if TYPE_CHECKING:
     from trade_data.store import MarketStore, PointInTimeView
@@ -168,7 +169,8 @@ def _build(store: MarketStore, folder: Path) -> None:
     for symbol in store.indices:
         j = store.column[symbol]
         rows = store._traded_rows[j]
-        closes, volumes = store.adjusted["close"][rows, j].astype(np.float64), store.shares(rows, j)
+        closes = store.adjusted["close"][rows, j].astype(np.float64)
+        volumes = shares(store.stored_volume[rows, j], store.factor[rows, j])
         by_bar = np.array([index_measures(closes[: k + 1], volumes[: k + 1]) for k in range(rows.size)])
         counts = store._traded_by[j]
         table = np.full((days, len(MEASURES)), np.nan)
