@@ -46,8 +46,7 @@ def _anonymous_kb(pid: int) -> int:
 def build(dataset: Path, drop_caches: bool) -> tuple[float, int, int]:
     """(seconds, peak RSS bytes, peak anonymous bytes) of building ``dataset``'s tables in a fresh process."""
     if drop_caches:
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        common.drop_page_cache()
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", BUILD, str(dataset)], stderr=subprocess.DEVNULL)
     anonymous = 0

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -40,15 +39,6 @@ class Collections:
 
     def seen(self, phase: str, info: dict) -> None:
         self.count += phase == "start"
-
-
-def drop_page_cache() -> None:
-    """Write the dirty pages out, then drop the clean ones: nothing of the dataset stays in memory."""
-    os.sync()
-    try:
-        Path("/proc/sys/vm/drop_caches").write_text("1\n")
-    except OSError as error:
-        raise SystemExit(f"error: --drop-caches needs Linux and root ({error.strerror})") from None
 
 
 def faults() -> tuple[int, int]:
@@ -130,7 +120,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         dataset = args.dataset or common.import_sample(args.data, Path(tmp) / "cn")
         if args.drop_caches:
-            drop_page_cache()
+            common.drop_page_cache()
         start = time.perf_counter()
         precompute(dataset)  # what the writers leave: built once per dataset version, then memory-mapped
         built = time.perf_counter() - start
