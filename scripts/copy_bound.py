@@ -97,7 +97,8 @@ def main() -> None:
     from trade_train.tiny.model import build_tiny_model
     from trade_train.tiny.sft import tune_on
 
-    s = QuickstartSettings()  # the market and tasks are the default quickstart's, whatever is tuned on them
+    # the market and tasks of the tiny model's quickstart (Chinese: anonymized days exist in Chinese only)
+    s = QuickstartSettings(model="tiny", prompt_set="compact")
     state = run_stages(args.out / "quickstart", s, STAGES, stop_after="tasks")
     for made in ("tasks-anonymized", "model", "evaluate"):  # a rerun keeps the market and tasks, redoes the rest
         shutil.rmtree(args.out / made, ignore_errors=True)

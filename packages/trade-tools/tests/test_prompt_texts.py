@@ -59,7 +59,7 @@ def test_alpha_description_gives_every_family_its_direction() -> None:
     windows = re.search(r"d=([0-9/]+)", description).group(1).split("/")  # type: ignore[union-attr]
     names = {f"{token[:-1]}{d}" for token in listed if token.endswith("d") for d in windows}
     assert names | {token for token in listed if not token.endswith("d")} == set(alpha158())
-    groups = "".join(heading + "".join(meanings.values()) for heading, meanings in FACTOR_GROUPS)
+    groups = "".join(heading[0] + "".join(zh for zh, _ in meanings.values()) for heading, meanings in FACTOR_GROUPS)
     assert not ENGLISH.findall(groups.replace("{d}", ""))
 
 

@@ -99,9 +99,10 @@ def test_a_qwen3_coder_block_without_a_function_stays_text() -> None:
 
 def test_the_format_follows_the_model_family() -> None:
     assert call_format("qwen3") == HERMES and call_format("qwen3_5_moe") == QWEN3_CODER
+    assert call_format("llama") == HERMES  # the ChatML bases `trade model` builds (SmolLM2)
     assert set(FORMATS.values()) == {HERMES, QWEN3_CODER}
-    with pytest.raises(TradeError, match="llama"):
-        call_format("llama")
+    with pytest.raises(TradeError, match="gemma3"):
+        call_format("gemma3")
     with pytest.raises(TradeError, match="format"):
         parse_reply(STOP, "json")
 

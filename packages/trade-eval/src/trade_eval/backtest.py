@@ -107,12 +107,15 @@ class Backtest:
         rules: ExecutionRules | None = None,
         anonymize: bool = False,
         anonymize_noise: float | None = None,
+        tools: tuple[str, ...] | None = None,
+        prompt_set: str | None = None,
         manager: TradePluginManager | None = None,
     ) -> None:
         """``pool``: the run's stocks (else ``pool_size`` drawn with ``seed`` on the first day); ``anonymize``:
         each day's Task is anonymized (:mod:`trade_tools.anonymize`), its aliases drawn afresh every day, its bars
-        perturbed by ``anonymize_noise`` (``Task.anonymize_noise``); ``manager``: the plugins each day's Episode
-        and the run's end are played with (default: the process-wide ones)."""
+        perturbed by ``anonymize_noise`` (``Task.anonymize_noise``); ``tools`` and ``prompt_set``: what every day
+        offers and how it is worded (default: the four tools, the tutorial's prompt); ``manager``: the plugins each
+        day's Episode and the run's end are played with (default: the process-wide ones)."""
         self.store = store
         self.manager = manager or get_manager()
         self.start = start
@@ -122,7 +125,8 @@ class Backtest:
         self.universe = universe
         self.seed = seed
         self.rules = rules or ExecutionRules()
-        self.settings = EpisodeSettings(max_turns=max_turns)
+        chosen = {"tools": tools, "prompt_set": prompt_set}
+        self.settings = EpisodeSettings(max_turns=max_turns, **{k: v for k, v in chosen.items() if v is not None})
         self.anonymize = anonymize
         self.anonymize_noise = anonymize_noise
         first = store.asof(self.dates[0])

@@ -38,7 +38,7 @@ from trade_tools.expression import (
     parse_expression,
     reach,
 )
-from trade_tools.text import shown
+from trade_tools.text import say, shown
 
 FLAT_STD = 2e-5
 """Qlib sets Rsquare and Corr to NaN where a rolling std is within this of 0 (``np.isclose`` atol)."""
@@ -105,9 +105,16 @@ def resolve(text: str) -> tuple[str, Node]:
     node = alpha158().get(name)
     if node is None:
         hint = (
-            "它需要 $vwap，本数据没有该字段" if name == "VWAP0" else "例如 KMID、ROC20、RSQR60，或用 $字段 写的表达式"
+            say("它需要 $vwap，本数据没有该字段", "it needs $vwap, which this data lacks")
+            if name == "VWAP0"
+            else say(
+                "例如 KMID、ROC20、RSQR60，或用 $字段 写的表达式",
+                "e.g. KMID, ROC20, RSQR60, or an expression of $fields",
+            )
         )
-        raise ExpressionError(f"未知的Alpha158因子 '{shown(word)}'", hint=hint)
+        raise ExpressionError(
+            say(f"未知的Alpha158因子 '{shown(word)}'", f"unknown Alpha158 factor '{shown(word)}'"), hint=hint
+        )
     return name, node
 
 

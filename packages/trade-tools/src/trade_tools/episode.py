@@ -31,7 +31,7 @@ from trade_tools.limits import MAX_TURNS
 from trade_tools.portfolio import ActionRecord, Cash, Position
 from trade_tools.records import NOISE_LIMIT, Task
 from trade_tools.rules import ExecutionRules
-from trade_tools.text import day, shown
+from trade_tools.text import Language, day, say, shown, speaking
 from trade_tools.tool import EXAMPLE_SYMBOL, TOOLS, Tool, ToolError
 
 log = structlog.get_logger("trade.episode")
@@ -43,8 +43,12 @@ every tool's own budget."""
 POOL_SHOWN = 8
 """Pool symbols a wrong-symbol error lists (with the pool's size), however large the pool."""
 Status = Literal["open", "stopped", "truncated", "failed"]
-STATUS_TEXT: dict[str, str] = {"stopped": "已停止", "truncated": "已截断", "failed": "已失败"}
-"""How a closed status reads in the model's language."""
+STATUS_TEXT: dict[str, tuple[str, str]] = {
+    "stopped": ("已停止", "stopped"),
+    "truncated": ("已截断", "truncated"),
+    "failed": ("已失败", "failed"),
+}
+"""How a closed status reads in the model's language (Chinese, English)."""
 
 
 class EpisodeSettings(BaseModel):
@@ -127,6 +131,7 @@ class Episode(BaseModel):
         view = store.asof(task.date)
         manager = manager or get_manager()
         settings = task_settings(task, settings or EpisodeSettings(), manager)
+        _check_language(task, settings, manager)
         for symbol in [*task.pool, *task.holdings]:
             if not view.knows(symbol) or board_of(symbol) is Board.INDEX:
                 raise TradeError(f"task {task.task_id}: {symbol} is not a stock listed by {task.date}")
@@ -179,17 +184,25 @@ class Episode(BaseModel):
 
     # -- tools -------------------------------------------------------------------------------
 
+    @property
+    def language(self) -> Language:
+        """The language of every text the model reads in this episode: its prompt set's (:mod:`trade_tools.text`)."""
+        from trade_tools.prompts import PROMPT_SETS
+
+        return PROMPT_SETS.get(self.settings.prompt_set, self.manager).language
+
     def tool_schemas(self) -> list[dict[str, Any]]:
-        tools = TOOLS.all(self.manager)
-        schemas = [tools[name].schema() for name in self.settings.tools if name in tools]
+        tools, language = TOOLS.all(self.manager), self.language
+        schemas = [tools[name].schema(language) for name in self.settings.tools if name in tools]
         return hide_schemas(schemas) if self.aliases else schemas
 
     def tool_schemas_json(self) -> str:
         """:meth:`tool_schemas` as JSON text (``json.dumps(..., ensure_ascii=False)``), one text a process for
         every episode that offers the same tools, plain or anonymized: a served model's every request sends it."""
-        tools = TOOLS.all(self.manager)
+        tools, language = TOOLS.all(self.manager), self.language
         return _schemas_text(
-            tuple(tools[name]._schema for name in self.settings.tools if name in tools), bool(self.aliases)
+            tuple(tools[name].schema_text(language) for name in self.settings.tools if name in tools),
+            bool(self.aliases),
         )
 
     @property
@@ -258,7 +271,7 @@ class Episode(BaseModel):
     @property
     def unit(self) -> str:
         """What a quantity counts: shares, or units of each stock's scale when anonymized (units x price = CNY)."""
-        return "单位" if self.aliases else "股"
+        return "单位" if self.aliases else say("股", " shares")
 
     def count(self, symbol: str, shares: float) -> str:
         """``shares`` of ``symbol`` as the model reads them, in :attr:`unit`: ``1200``, or ``37.50`` units."""
@@ -305,40 +318,53 @@ class Episode(BaseModel):
         if self.aliases:
             name = self.aliases.arguments(name)
         tool = TOOLS.all(self.manager).get(name) if name in self.settings.tools else None
-        try:
-            text = self._dispatch(name, tool, arguments)
-        except ToolError as error:
-            self.tool_errors += 1
-            text = f"错误：{error.one_line()}"
-        except (Exception, SystemExit) as error:  # a bug (sys.exit too) must not kill a rollout: counted, logged
-            self.internal_errors += 1
-            self.tool_errors += 1
-            log.exception("tool.internal_error", tool=shown(name), task=self.task.task_id)
-            text = f"错误：工具内部错误（{type(error).__name__}），请换一种调用"
+        with speaking(self.language):
+            try:
+                text = self._dispatch(name, tool, arguments)
+            except ToolError as error:
+                self.tool_errors += 1
+                text = say("错误：", "Error: ") + error.one_line()
+            except (Exception, SystemExit) as error:  # a bug (sys.exit too) must not kill a rollout: counted, logged
+                self.internal_errors += 1
+                self.tool_errors += 1
+                log.exception("tool.internal_error", tool=shown(name), task=self.task.task_id)
+                text = say(
+                    f"错误：工具内部错误（{type(error).__name__}），请换一种调用",
+                    f"Error: internal tool error ({type(error).__name__}); try another call",
+                )
+            marker = say("\n…（已截断）", "\n… (truncated)")
         text = self.hide(text)
         budget = self.settings.char_budgets.get(name) or (tool.budget if tool else Tool.budget)
-        marker = "\n…（已截断）"
         text = text if len(text) <= budget else text[: budget - len(marker)] + marker
         self.manager.notify(hookspecs.trade_tool_called, episode=self, name=written, arguments=arguments, answer=text)
         return text
 
     def _dispatch(self, name: str, tool: Tool | None, arguments: str | dict[str, Any] | None) -> str:
         if self.status != "open":
-            raise ToolError(f"本交易日已结束（{STATUS_TEXT[self.status]}），不能再调用工具")
+            zh, en = STATUS_TEXT[self.status]
+            raise ToolError(
+                say(f"本交易日已结束（{zh}），不能再调用工具", f"the trading day is over ({en}); no more tool calls")
+            )
         if tool is None:
-            raise ToolError(f"未知工具 {shown(name)!r}，可用工具：{', '.join(self.settings.tools)}")
+            tools = ", ".join(self.settings.tools)
+            raise ToolError(
+                say(f"未知工具 {shown(name)!r}，可用工具：{tools}", f"unknown tool {shown(name)!r}; tools: {tools}")
+            )
         if arguments is None or arguments == "":
             arguments = {}
         if isinstance(arguments, str):
             arguments = _parse_json(arguments)
         if not isinstance(arguments, dict):
-            raise ToolError(f'参数必须是JSON对象，例如 {{"symbol": "{self.example_symbol}"}}')
+            example = f'{{"symbol": "{self.example_symbol}"}}'
+            raise ToolError(
+                say(f"参数必须是JSON对象，例如 {example}", f"arguments must be a JSON object, e.g. {example}")
+            )
         if self.aliases:
             arguments = self.aliases.arguments(arguments)
         try:
             args = tool.arguments.model_validate(arguments)
         except ValidationError as error:
-            raise ToolError("；".join(map(_problem, error.errors(include_url=False)[:3]))) from None
+            raise ToolError(say("；", "; ").join(map(_problem, error.errors(include_url=False)[:3]))) from None
         return tool.run(self, args)
 
     def in_pool(self, symbol: str) -> bool:
@@ -351,8 +377,13 @@ class Episode(BaseModel):
         if self.in_pool(symbol):
             return symbol
         pool = self.shown_order(self.task.pool)
-        listed = ", ".join(pool[:POOL_SHOWN]) + (" 等" if len(pool) > POOL_SHOWN else "")
-        raise ToolError(f"{shown(symbol)} 不在股票池中；股票池共{len(pool)}只：{listed}")
+        listed = ", ".join(pool[:POOL_SHOWN]) + (say(" 等", ", ...") if len(pool) > POOL_SHOWN else "")
+        raise ToolError(
+            say(
+                f"{shown(symbol)} 不在股票池中；股票池共{len(pool)}只：{listed}",
+                f"{shown(symbol)} is not in the pool; the pool's {len(pool)} stocks: {listed}",
+            )
+        )
 
     # -- the end -------------------------------------------------------------------------------
 
@@ -379,10 +410,33 @@ class Episode(BaseModel):
         from trade_tools.prompts import PROMPT_SETS
 
         prompts = PROMPT_SETS.get(self.settings.prompt_set, self.manager)
-        return [
-            {"role": "system", "content": self.hide(prompts.system(self))},
-            {"role": "user", "content": self.hide(prompts.user(self))},
-        ]
+        with speaking(prompts.language):
+            return [
+                {"role": "system", "content": self.hide(prompts.system(self))},
+                {"role": "user", "content": self.hide(prompts.user(self))},
+            ]
+
+
+def _check_language(task: Task, settings: EpisodeSettings, manager: TradePluginManager) -> None:
+    """Refuse an episode whose tools or anonymization cannot speak its prompt set's language."""
+    from trade_tools.prompts import PROMPT_SETS
+
+    language = PROMPT_SETS.get(settings.prompt_set, manager).language
+    if language == "zh":
+        return
+    tools = TOOLS.all(manager)
+    mute = [name for name in settings.tools if name in tools and language not in tools[name].languages]
+    if mute:
+        raise TradeError(
+            f"task {task.task_id}: prompt set {settings.prompt_set} is in {language}, "
+            f"but tools {', '.join(mute)} have no {language} texts",
+            hint=f"drop them from the tools, or use a {language} prompt set only with tools whose languages name it",
+        )
+    if task.anonymized:
+        raise TradeError(
+            f"task {task.task_id}: prompt set {settings.prompt_set} is in {language}; anonymized days are Chinese only",
+            hint="use a Chinese prompt set for anonymized tasks",
+        )
 
 
 @functools.lru_cache(maxsize=256)
@@ -394,55 +448,70 @@ def _schemas_text(schemas: tuple[str, ...], hidden: bool) -> str:
 
 
 _JSON_PROBLEMS = {
-    "Expecting value": "此处缺少一个值",
-    "Expecting property name enclosed in double quotes": "键名须用双引号括起",
-    "Expecting ',' delimiter": "缺少逗号",
-    "Expecting ':' delimiter": "缺少冒号",
-    "Unterminated string": "字符串缺少结尾的引号",
-    "Invalid control character": "字符串里有控制字符",
-    "Invalid \\": "转义写法无效",
-    "Extra data": "JSON对象之后还有多余内容",
+    "Expecting value": ("此处缺少一个值", "a value is missing here"),
+    "Expecting property name enclosed in double quotes": ("键名须用双引号括起", "keys must be in double quotes"),
+    "Expecting ',' delimiter": ("缺少逗号", "a comma is missing"),
+    "Expecting ':' delimiter": ("缺少冒号", "a colon is missing"),
+    "Unterminated string": ("字符串缺少结尾的引号", "a string has no closing quote"),
+    "Invalid control character": ("字符串里有控制字符", "a string holds a control character"),
+    "Invalid \\": ("转义写法无效", "an invalid escape"),
+    "Extra data": ("JSON对象之后还有多余内容", "extra text after the JSON object"),
 }
-"""The json module's messages as Chinese, by their start."""
+"""The json module's messages as the model reads them (Chinese, English), by their start."""
 _EXPECTED = {
-    **dict.fromkeys(("int_type", "int_parsing", "int_from_float"), "应为整数"),
-    "int_parsing_size": "数字位数过多",
-    **dict.fromkeys(("float_type", "float_parsing"), "应为数字"),
-    "finite_number": "应为有限的数字",
-    **dict.fromkeys(("bool_type", "bool_parsing"), "应为 true 或 false"),
-    **dict.fromkeys(("string_type", "string_unicode"), "应为字符串"),
-    "list_type": '应为列表，例如 ["MA5", "RSI_14"]',
-    **dict.fromkeys(("dict_type", "model_type"), "应为JSON对象"),
-    "string_too_long": "过长，最多{max_length}个字符",
-    "too_long": "过长，最多{max_length}项",
-    "literal_error": "应为 {expected} 之一",
+    **dict.fromkeys(("int_type", "int_parsing", "int_from_float"), ("应为整数", "must be an integer")),
+    "int_parsing_size": ("数字位数过多", "too many digits"),
+    **dict.fromkeys(("float_type", "float_parsing"), ("应为数字", "must be a number")),
+    "finite_number": ("应为有限的数字", "must be a finite number"),
+    **dict.fromkeys(("bool_type", "bool_parsing"), ("应为 true 或 false", "must be true or false")),
+    **dict.fromkeys(("string_type", "string_unicode"), ("应为字符串", "must be a string")),
+    "list_type": ('应为列表，例如 ["MA5", "RSI_14"]', 'must be a list, e.g. ["MA5", "RSI_14"]'),
+    **dict.fromkeys(("dict_type", "model_type"), ("应为JSON对象", "must be a JSON object")),
+    "string_too_long": ("过长，最多{max_length}个字符", "too long: at most {max_length} characters"),
+    "too_long": ("过长，最多{max_length}项", "too long: at most {max_length} items"),
+    "literal_error": ("应为 {expected} 之一", "must be one of {expected}"),
 }
-"""pydantic's error types as the Chinese the model reads; {...} is filled from the error's context."""
+"""pydantic's error types as the model reads them (Chinese, English); {...} is filled from the error's context."""
 
 
 def _parse_json(text: str) -> object:
-    """The JSON value of a tool call's arguments, or a ToolError in Chinese (deep nesting and huge numbers too)."""
+    """The JSON value of a tool call's arguments, or a ToolError (deep nesting and huge numbers too)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        problem = next((zh for en, zh in _JSON_PROBLEMS.items() if error.msg.startswith(en)), "格式不对")
-        raise ToolError(f"参数不是合法的JSON：{problem}（第{error.pos}个字符）") from None
+        texts = next((texts for start, texts in _JSON_PROBLEMS.items() if error.msg.startswith(start)), None)
+        problem = say(*texts) if texts else say("格式不对", "malformed")
+        raise ToolError(
+            say(
+                f"参数不是合法的JSON：{problem}（第{error.pos}个字符）",
+                f"arguments are not valid JSON: {problem} (at character {error.pos})",
+            )
+        ) from None
     except ValueError:  # an integer over Python's 4,300-digit limit
-        raise ToolError("参数不是可用的JSON：数字位数过多") from None
+        raise ToolError(
+            say("参数不是可用的JSON：数字位数过多", "arguments are not usable JSON: too many digits")
+        ) from None
     except RecursionError:
-        raise ToolError("参数不是可用的JSON：嵌套层数过多") from None
+        raise ToolError(
+            say("参数不是可用的JSON：嵌套层数过多", "arguments are not usable JSON: nested too deep")
+        ) from None
 
 
 def _problem(item: ErrorDetails) -> str:
-    """One pydantic validation error in Chinese: which argument, and what it should be."""
-    where = shown(".".join(str(p) for p in item["loc"])) or "参数"
+    """One pydantic validation error as the model reads it: which argument, and what it should be."""
+    where = shown(".".join(str(p) for p in item["loc"])) or say("参数", "arguments")
     if item["type"] == "missing":
-        return f"缺少参数 {where}"
+        return say(f"缺少参数 {where}", f"missing argument {where}")
     if item["type"] == "extra_forbidden":
-        dated = "；工具只返回T0及之前的数据，不接受日期参数" if "date" in where.lower() else ""
-        return f"不支持的参数 '{where}'{dated}"
+        if "date" not in where.lower():
+            return say(f"不支持的参数 '{where}'", f"unsupported argument '{where}'")
+        return say(
+            f"不支持的参数 '{where}'；工具只返回T0及之前的数据，不接受日期参数",
+            f"unsupported argument '{where}'; tools return data up to T0 only and take no date",
+        )
     # pydantic lists a literal's values as "'a', 'b' or 'c'"
     context = {key: str(value).replace(" or ", ", ") for key, value in item.get("ctx", {}).items()}
-    if item["type"] == "value_error":  # our own validators' messages, already Chinese
-        return f"参数 {where} 无效：{context['error']}"
-    return f"参数 {where} 无效：" + _EXPECTED.get(item["type"], "类型或取值不对").format(**context)
+    if item["type"] == "value_error":  # our own validators' messages, already in the model's language
+        return say(f"参数 {where} 无效：", f"invalid argument {where}: ") + context["error"]
+    expected = _EXPECTED.get(item["type"], ("类型或取值不对", "wrong type or value"))
+    return say(f"参数 {where} 无效：", f"invalid argument {where}: ") + say(*expected).format(**context)

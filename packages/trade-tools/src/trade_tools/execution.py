@@ -16,24 +16,40 @@ from typing import TYPE_CHECKING
 from trade_data.symbols import Board, board_of
 from trade_tools.portfolio import MAX_CASH, MAX_SHARES, Fill, Position
 from trade_tools.rules import ExecutionRules
-from trade_tools.text import shown
+from trade_tools.text import say, shown
 
 if TYPE_CHECKING:
     from trade_data.store import PointInTimeView
 
 
 class Refused(Exception):
-    """An order that cannot execute; the message is the reason shown to the model (Chinese)."""
+    """An order that cannot execute; the message is the reason shown to the model (in the language spoken)."""
 
 
 def _check_lot(side: str, symbol: str, amount: int, sellable: int, rules: ExecutionRules) -> None:
     if board_of(symbol) is Board.STAR:
         if amount < rules.star_min_shares and not (side == "sell" and amount == sellable):
-            raise Refused(f"科创板每笔至少{rules.star_min_shares}股（剩余不足时可一次全部卖出）")
+            raise Refused(
+                say(
+                    f"科创板每笔至少{rules.star_min_shares}股（剩余不足时可一次全部卖出）",
+                    f"STAR orders are at least {rules.star_min_shares} shares (a smaller rest may be sold at once)",
+                )
+            )
         return
     if amount % rules.lot_size and not (side == "sell" and amount == sellable):
-        what = "买入" if side == "buy" else "卖出（零股须一次全部卖出）"
-        raise Refused(f"{what}数量须为{rules.lot_size}股的整数倍，收到{amount}股")
+        if side == "buy":
+            raise Refused(
+                say(
+                    f"买入数量须为{rules.lot_size}股的整数倍，收到{amount}股",
+                    f"buys must be a multiple of {rules.lot_size} shares, got {amount}",
+                )
+            )
+        raise Refused(
+            say(
+                f"卖出（零股须一次全部卖出）数量须为{rules.lot_size}股的整数倍，收到{amount}股",
+                f"sells must be a multiple of {rules.lot_size} shares (an odd lot all at once), got {amount}",
+            )
+        )
 
 
 def portfolio_value(view: PointInTimeView, cash: float, positions: dict[str, Position]) -> float:
@@ -59,24 +75,41 @@ def plan_order(
     affords in whole lots only where ``lots_shown`` (anonymized, the units a lot is worth would be the real
     price: it names the shares the cash is worth, which the model can work out itself)."""
     if not 0 < amount <= MAX_SHARES:
-        raise Refused(f"数量必须是正整数（最多{MAX_SHARES:,}股），收到{shown(amount)}")
+        raise Refused(
+            say(
+                f"数量必须是正整数（最多{MAX_SHARES:,}股），收到{shown(amount)}",
+                f"amount must be a positive integer (at most {MAX_SHARES:,} shares), got {shown(amount)}",
+            )
+        )
     if view.is_suspended(symbol):
-        raise Refused(f"{symbol}今日停牌，不能交易")
+        raise Refused(say(f"{symbol}今日停牌，不能交易", f"{symbol} is suspended today and cannot trade"))
     held = positions.get(symbol)
     sellable = held.sellable if held else 0
     if side == "buy" and view.at_limit_up(symbol, rules.price_limits):
-        raise Refused(f"{symbol}收盘涨停，无法买入")
+        raise Refused(say(f"{symbol}收盘涨停，无法买入", f"{symbol} closed limit-up: cannot buy"))
     if side == "sell" and view.at_limit_down(symbol, rules.price_limits):
-        raise Refused(f"{symbol}收盘跌停，无法卖出")
+        raise Refused(say(f"{symbol}收盘跌停，无法卖出", f"{symbol} closed limit-down: cannot sell"))
     _check_lot(side, symbol, amount, sellable, rules)
     close = view.last_close(symbol)
     if side == "sell":
         if held is None or held.shares == 0:
-            raise Refused(f"未持有{symbol}，不能卖出")
+            raise Refused(say(f"未持有{symbol}，不能卖出", f"{symbol} is not held: cannot sell"))
         if amount > sellable:
             bought_today = held.shares - held.sellable
-            note = f"（其中{quantity(bought_today)}为今日买入，T+1不可卖）" if bought_today else ""
-            raise Refused(f"可卖{symbol}仅{quantity(sellable)}{note}，收到{quantity(amount)}")
+            note = (
+                say(
+                    f"（其中{quantity(bought_today)}为今日买入，T+1不可卖）",
+                    f" ({quantity(bought_today)} bought today: T+1, not sellable)",
+                )
+                if bought_today
+                else ""
+            )
+            raise Refused(
+                say(
+                    f"可卖{symbol}仅{quantity(sellable)}{note}，收到{quantity(amount)}",
+                    f"only {quantity(sellable)} of {symbol} sellable{note}, got {quantity(amount)}",
+                )
+            )
         price = close * (1 - rules.slippage)
     else:
         price = close * (1 + rules.slippage)
@@ -99,24 +132,49 @@ def plan_order(
     if cash + fill.cash_change < 0:  # the sum apply_fill makes, so cash never ends below zero
         if side == "sell":
             raise Refused(
-                f"卖出所得{gross:,.2f}元不够支付费用{fill.fees:,.2f}元（佣金最低{rules.min_commission:g}元），"
-                f"现金{cash:,.2f}元也不足以补足"
+                say(
+                    f"卖出所得{gross:,.2f}元不够支付费用{fill.fees:,.2f}元（佣金最低{rules.min_commission:g}元），"
+                    f"现金{cash:,.2f}元也不足以补足",
+                    f"proceeds {gross:,.2f} CNY do not cover fees {fill.fees:,.2f} CNY (min commission "
+                    f"{rules.min_commission:g} CNY), nor does cash {cash:,.2f} CNY",
+                )
             )
         affordable = cash / (price * (1 + rules.commission_rate + rules.transfer_fee_rate))
         lots = int(affordable / rules.lot_size + 1e-9)
-        need = f"需要{-fill.cash_change:,.2f}元，可用{cash:,.2f}元"
-        raise Refused(f"现金不足：{need}（约可买{quantity(lots * rules.lot_size if lots_shown else affordable)}）")
+        can = quantity(lots * rules.lot_size if lots_shown else affordable)
+        need, have = -fill.cash_change, cash
+        raise Refused(
+            say(
+                f"现金不足：需要{need:,.2f}元，可用{have:,.2f}元（约可买{can}）",
+                f"not enough cash: need {need:,.2f} CNY, have {have:,.2f} CNY (about {can} affordable)",
+            )
+        )
     if side == "buy" and rules.max_position_weight is not None:
         after = ((held.shares if held else 0) + amount) * close
         if after > rules.max_position_weight * value_before + 1e-6:
             limit = rules.max_position_weight * value_before
+            weight = rules.max_position_weight
             raise Refused(
-                f"买入后{symbol}市值{after:,.0f}元将超过组合总值{rules.max_position_weight:.0%}上限（{limit:,.0f}元）"
+                say(
+                    f"买入后{symbol}市值{after:,.0f}元将超过组合总值{weight:.0%}上限（{limit:,.0f}元）",
+                    f"after the buy {symbol} would be worth {after:,.0f} CNY, over the cap of {weight:.0%} "
+                    f"of the portfolio value ({limit:,.0f} CNY)",
+                )
             )
     if side == "buy" and (held.shares if held else 0) + amount > MAX_SHARES:
-        raise Refused(f"买入后持有{symbol}将超过{MAX_SHARES:,}股的持仓上限")
+        raise Refused(
+            say(
+                f"买入后持有{symbol}将超过{MAX_SHARES:,}股的持仓上限",
+                f"after the buy {symbol} would exceed the holding cap of {MAX_SHARES:,} shares",
+            )
+        )
     if cash + fill.cash_change > MAX_CASH:
-        raise Refused(f"卖出后现金将超过{MAX_CASH:,.0f}元的上限")
+        raise Refused(
+            say(
+                f"卖出后现金将超过{MAX_CASH:,.0f}元的上限",
+                f"after the sell cash would exceed the cap of {MAX_CASH:,.0f} CNY",
+            )
+        )
     return fill
 
 

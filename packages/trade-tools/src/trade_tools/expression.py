@@ -6,7 +6,7 @@ character, parsed with :func:`ast.parse` (which only builds a tree and runs noth
 tree node is checked against a whitelist before it becomes a small :data:`Node` of our own.
 Every window or shift must be a plain whole number from 1 to 250, so no accepted expression
 can read a row after T0 (§2), and a work estimate keeps each call cheap (:func:`check_work`).
-Refusals are Chinese: they go back to the model as the tool's answer.
+Refusals are in the language spoken (:func:`~trade_tools.text.say`): they go back to the model as the tool's answer.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from trade_tools.text import shown
+from trade_tools.text import say, shown
 from trade_tools.tool import ToolError
 
 FIELDS = ("open", "high", "low", "close", "volume")
@@ -101,19 +101,36 @@ _USAGE = {
     "Quantile": "Quantile(x, N, q)",
     "If": "If(条件, x, y)",
 }
-_EXPONENT = f"指数须是 -{MAX_EXPONENT:g} 到 {MAX_EXPONENT:g} 之间的数字"
-_EXAMPLE = "例如 Mean($close, 5)/$close 或 ($close-$open)/$open"
+_EXPONENT = (
+    f"指数须是 -{MAX_EXPONENT:g} 到 {MAX_EXPONENT:g} 之间的数字",
+    f"the exponent must be a number from -{MAX_EXPONENT:g} to {MAX_EXPONENT:g}",
+)
+_EXAMPLE = (
+    "例如 Mean($close, 5)/$close 或 ($close-$open)/$open",
+    "e.g. Mean($close, 5)/$close or ($close-$open)/$open",
+)
 _SYNTAX = {
-    ast.Attribute: "属性访问",
-    ast.BoolOp: "请用 & 和 | 代替 'and' 'or'",
-    ast.BinOp: "不支持的运算符",
-    ast.IfExp: "请用 If(条件, x, y) 代替 'if' 'else'",
-    ast.Subscript: "下标",
-    ast.Starred: "解包",
-    ast.Lambda: "函数定义",
-    **dict.fromkeys((ast.List, ast.Tuple, ast.Set, ast.Dict), "容器"),
-    **dict.fromkeys((ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp), "推导式"),
+    ast.Attribute: ("属性访问", "attribute access"),
+    ast.BoolOp: ("请用 & 和 | 代替 'and' 'or'", "use & and | instead of 'and' 'or'"),
+    ast.BinOp: ("不支持的运算符", "unsupported operator"),
+    ast.IfExp: ("请用 If(条件, x, y) 代替 'if' 'else'", "use If(cond, x, y) instead of 'if' 'else'"),
+    ast.Subscript: ("下标", "subscript"),
+    ast.Starred: ("解包", "unpacking"),
+    ast.Lambda: ("函数定义", "function definition"),
+    **dict.fromkeys((ast.List, ast.Tuple, ast.Set, ast.Dict), ("容器", "container")),
+    **dict.fromkeys((ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp), ("推导式", "comprehension")),
 }
+"""Texts as (Chinese, English) pairs: they are read when a refusal is written (:func:`~trade_tools.text.say`)."""
+
+
+def _form(name: str) -> str:
+    """How the operator ``name`` is called: ``Mean(x, N)``."""
+    form = _USAGE[name].format(name)
+    return say(form, form.replace("条件", "cond"))
+
+
+def _usage(name: str) -> str:
+    return say("用法：", "usage: ") + _form(name)
 
 
 class ExpressionError(ToolError):
@@ -165,10 +182,20 @@ def parse_expression(text: str) -> Node:
     tree = _syntax_tree(_mapped_source(text))
     size = sum(isinstance(n, ast.expr) for n in ast.walk(tree))
     if size > MAX_NODES:
-        raise ExpressionError(f"表达式过大（{size}个部分，最多{MAX_NODES}个）", hint="请拆成几个较短的表达式")
+        raise ExpressionError(
+            say(
+                f"表达式过大（{size}个部分，最多{MAX_NODES}个）",
+                f"expression too large ({size} parts, at most {MAX_NODES})",
+            ),
+            hint=say("请拆成几个较短的表达式", "split it into shorter ones"),
+        )
     node = _build(tree.body)
     if not _uses_field(node):
-        raise ExpressionError("表达式没有用到任何字段", hint=f"请使用 $open $high $low $close 或 $volume，{_EXAMPLE}")
+        raise ExpressionError(
+            say("表达式没有用到任何字段", "the expression uses no field"),
+            hint=say("请使用 $open $high $low $close 或 $volume，", "use $open $high $low $close or $volume, ")
+            + say(*_EXAMPLE),
+        )
     check_work(node)
     return node
 
@@ -181,9 +208,18 @@ def check_work(node: Node, stocks: int = 1) -> None:
     """
     each = work(node)
     if each * stocks > MAX_WORK:
-        fewer = "请减少股票数量，或缩短、减少嵌套的窗口" if stocks > 1 else "请缩短或减少嵌套的窗口"
+        fewer = (
+            say("请减少股票数量，或缩短、减少嵌套的窗口", "use fewer stocks, or shorter or fewer nested windows")
+            if stocks > 1
+            else say("请缩短或减少嵌套的窗口", "use shorter or fewer nested windows")
+        )
+        total = each * stocks
         raise ExpressionError(
-            f"计算量过大：{stocks}只股票约需{each * stocks:,}个计算单元（每只{each:,}个），每次调用最多{MAX_WORK:,}个",
+            say(
+                f"计算量过大：{stocks}只股票约需{total:,}个计算单元（每只{each:,}个），每次调用最多{MAX_WORK:,}个",
+                f"too much work: {stocks} stocks need about {total:,} units ({each:,} each); "
+                f"a call may take {MAX_WORK:,}",
+            ),
             hint=fewer,
         )
 
@@ -241,20 +277,37 @@ def _uses_field(node: Node) -> bool:
 def _mapped_source(text: str) -> str:
     """Check length and characters, then write ``$close`` as the Python name ``_close``."""
     if not isinstance(text, str) or not text.strip():
-        raise ExpressionError("表达式为空", hint=_EXAMPLE)
+        raise ExpressionError(say("表达式为空", "empty expression"), hint=say(*_EXAMPLE))
     if len(text) > MAX_LENGTH:
-        raise ExpressionError(f"表达式过长（{len(text)}个字符，最多{MAX_LENGTH}个）")
-    if not _ALLOWED.fullmatch(text):
         raise ExpressionError(
-            f"含有不允许的字符：{shown(' '.join(repr(c) for c in _bad_characters(text)))}",
-            hint="只能使用字母、数字、$ _ . , ( ) + - * / < > = ! & | 和空格，不能写字符串",
+            say(
+                f"表达式过长（{len(text)}个字符，最多{MAX_LENGTH}个）",
+                f"expression too long ({len(text)} characters, at most {MAX_LENGTH})",
+            )
+        )
+    if not _ALLOWED.fullmatch(text):
+        bad = shown(" ".join(repr(c) for c in _bad_characters(text)))
+        raise ExpressionError(
+            say(f"含有不允许的字符：{bad}", f"characters not allowed: {bad}"),
+            hint=say(
+                "只能使用字母、数字、$ _ . , ( ) + - * / < > = ! & | 和空格，不能写字符串",
+                "use only letters, digits, $ _ . , ( ) + - * / < > = ! & | and spaces; no strings",
+            ),
         )
     if "$$" in text:
-        raise ExpressionError("不支持 $$ 开头的财务字段", hint="请使用 $close 等行情字段")
+        raise ExpressionError(
+            say("不支持 $$ 开头的财务字段", "$$ financial fields are not supported"),
+            hint=say("请使用 $close 等行情字段", "use price fields such as $close"),
+        )
     if re.search(r"\$(?![A-Za-z])", text):
-        raise ExpressionError("$ 后面必须紧跟字段名", hint="例如 $close")
+        raise ExpressionError(
+            say("$ 后面必须紧跟字段名", "$ must be followed by a field name"), hint=say("例如 $close", "e.g. $close")
+        )
     if re.search(r"(?<![\w$])_", text):
-        raise ExpressionError("名称不能以 _ 开头", hint="字段写作 $close，算子写作 Mean(...)")
+        raise ExpressionError(
+            say("名称不能以 _ 开头", "names cannot start with _"),
+            hint=say("字段写作 $close，算子写作 Mean(...)", "write fields as $close, operators as Mean(...)"),
+        )
     return text.replace("$", "_")
 
 
@@ -266,10 +319,12 @@ def _syntax_tree(source: str) -> ast.Expression:
     try:
         return ast.parse(source.strip(), mode="eval")
     except SyntaxError as exc:
-        near = f"（第{exc.offset}个字符附近）" if exc.offset else ""
-        raise ExpressionError(f"不是合法的表达式{near}", hint=_EXAMPLE) from None
+        near = say(f"（第{exc.offset}个字符附近）", f" (near character {exc.offset})") if exc.offset else ""
+        raise ExpressionError(say("不是合法的表达式", "not a valid expression") + near, hint=say(*_EXAMPLE)) from None
     except (ValueError, MemoryError, RecursionError):
-        raise ExpressionError("不是合法的表达式（嵌套过深）", hint=_EXAMPLE) from None
+        raise ExpressionError(
+            say("不是合法的表达式（嵌套过深）", "not a valid expression (nested too deep)"), hint=say(*_EXAMPLE)
+        ) from None
 
 
 def _build(node: ast.expr) -> Node:
@@ -285,14 +340,16 @@ def _build(node: ast.expr) -> Node:
     if isinstance(node, ast.Compare):
         if len(node.ops) != 1 or type(node.ops[0]) not in _CMPOPS:
             raise ExpressionError(
-                "一次只能有一个比较（> >= < <= == !=）", hint="多个比较请用 & 连接，例如 (a>b) & (c>d)"
+                say("一次只能有一个比较（> >= < <= == !=）", "one comparison at a time (> >= < <= == !=)"),
+                hint=say("多个比较请用 & 连接，例如 (a>b) & (c>d)", "join comparisons with &, e.g. (a>b) & (c>d)"),
             )
         return _binary(_CMPOPS[type(node.ops[0])], _build(node.left), _build(node.comparators[0]))
     if isinstance(node, ast.Call):
         return _call(node)
+    why = say(*_SYNTAX.get(type(node), ("不支持的写法", "unsupported syntax")))
     raise ExpressionError(
-        f"不允许 '{_shown(node)}'（{_SYNTAX.get(type(node), '不支持的写法')}）",
-        hint=f"只能使用算子、数字和字段，{_EXAMPLE}",
+        say(f"不允许 '{_shown(node)}'（{why}）", f"'{_shown(node)}' is not allowed ({why})"),
+        hint=say("只能使用算子、数字和字段，", "use only operators, numbers and fields, ") + say(*_EXAMPLE),
     )
 
 
@@ -306,23 +363,32 @@ def _name(identifier: str) -> Field:
         field = identifier[1:]
         if field in FIELDS:
             return Field(field)
-        raise ExpressionError(f"未知字段 '${shown(field)}'", hint="可用字段：$open $high $low $close $volume")
+        raise ExpressionError(
+            say(f"未知字段 '${shown(field)}'", f"unknown field '${shown(field)}'"),
+            hint=say("可用字段：", "fields: ") + "$open $high $low $close $volume",
+        )
     if identifier in OPERATORS:
         raise ExpressionError(
-            f"{identifier} 是算子，须带参数调用", hint="例如 " + _USAGE[identifier].format(identifier)
+            say(f"{identifier} 是算子，须带参数调用", f"{identifier} is an operator: call it with arguments"),
+            hint=say("例如 ", "e.g. ") + _form(identifier),
         )
-    raise ExpressionError(f"未知名称 '{shown(identifier)}'", hint="字段前要加 $，例如 $close")
+    raise ExpressionError(
+        say(f"未知名称 '{shown(identifier)}'", f"unknown name '{shown(identifier)}'"),
+        hint=say("字段前要加 $，例如 $close", "fields start with $, e.g. $close"),
+    )
 
 
 def _number(node: ast.Constant) -> float:
     if type(node.value) not in (int, float):
-        raise ExpressionError(f"不允许 '{_shown(node)}'（只能用普通数字）")
+        raise ExpressionError(
+            say(f"不允许 '{_shown(node)}'（只能用普通数字）", f"'{_shown(node)}' is not allowed (plain numbers only)")
+        )
     try:
         value = float(node.value)
     except OverflowError:
         value = math.inf
     if not math.isfinite(value):
-        raise ExpressionError(f"数字超出范围：'{_shown(node)}'")
+        raise ExpressionError(say(f"数字超出范围：'{_shown(node)}'", f"number out of range: '{_shown(node)}'"))
     return value
 
 
@@ -330,36 +396,50 @@ def _signed_number(node: ast.UnaryOp) -> float:
     if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
         return -_number(node.operand)
     if isinstance(node.op, ast.Not):
-        raise ExpressionError(f"不允许 '{_shown(node)}'", hint="请用 Not(比较)，例如 Not($close>$open)")
-    raise ExpressionError(f"不允许 '{_shown(node)}'：负号只能直接写在数字前", hint="请写成 -1*x 或 0-x")
+        raise ExpressionError(
+            say(f"不允许 '{_shown(node)}'", f"'{_shown(node)}' is not allowed"),
+            hint=say("请用 Not(比较)，例如 Not($close>$open)", "use Not(comparison), e.g. Not($close>$open)"),
+        )
+    raise ExpressionError(
+        say(
+            f"不允许 '{_shown(node)}'：负号只能直接写在数字前",
+            f"'{_shown(node)}' is not allowed: a minus sign goes only before a number",
+        ),
+        hint=say("请写成 -1*x 或 0-x", "write -1*x or 0-x"),
+    )
 
 
 def _binary(name: str, left: Node, right: Node) -> Node:
     if isinstance(left, Const) and isinstance(right, Const) and name in ("Add", "Sub", "Mul", "Div", "Power"):
         return Const(_fold(name, left.value, right.value))
     if not (_uses_field(left) or _uses_field(right)):
-        raise ExpressionError(f"{name} 至少一边要用到字段", hint=_EXAMPLE)
+        raise ExpressionError(
+            say(f"{name} 至少一边要用到字段", f"{name}: at least one side must use a field"), hint=say(*_EXAMPLE)
+        )
     if name in ("And", "Or") and not (_is_boolean(left) and _is_boolean(right)):
-        raise ExpressionError(f"{name}（& |）只能连接比较", hint="例如 ($close>$open) & ($volume>Ref($volume, 1))")
+        raise ExpressionError(
+            say(f"{name}（& |）只能连接比较", f"{name} (& |) joins only comparisons"),
+            hint=say("例如 ", "e.g. ") + "($close>$open) & ($volume>Ref($volume, 1))",
+        )
     if name == "Power" and not (isinstance(right, Const) and abs(right.value) <= MAX_EXPONENT):
-        raise ExpressionError(_EXPONENT, hint="例如 $close**2")
+        raise ExpressionError(say(*_EXPONENT), hint=say("例如 $close**2", "e.g. $close**2"))
     return Op(name, (left, right))
 
 
 def _fold(name: str, left: float, right: float) -> float:
     """Arithmetic on two numbers, the way Python would do it inside Qlib's eval (floats only)."""
     if name == "Power" and abs(right) > MAX_EXPONENT:
-        raise ExpressionError(_EXPONENT)
+        raise ExpressionError(say(*_EXPONENT))
     try:
         value = {"Add": left + right, "Sub": left - right, "Mul": left * right}.get(name)
         if value is None:
             value = left / right if name == "Div" else left**right
     except ZeroDivisionError:
-        raise ExpressionError("数字运算除以零") from None
+        raise ExpressionError(say("数字运算除以零", "division by zero")) from None
     except OverflowError:
-        raise ExpressionError("数字运算结果溢出") from None
+        raise ExpressionError(say("数字运算结果溢出", "arithmetic overflow")) from None
     if not (isinstance(value, float) and math.isfinite(value)):
-        raise ExpressionError("数字运算的结果不是有限实数")
+        raise ExpressionError(say("数字运算的结果不是有限实数", "arithmetic result is not a finite real number"))
     return value
 
 
@@ -369,17 +449,28 @@ def _is_boolean(node: Node) -> bool:
 
 def _call(node: ast.Call) -> Node:
     if not isinstance(node.func, ast.Name):
-        raise ExpressionError(f"不能调用 '{_shown(node.func)}'", hint="只能调用 Mean(...) 这样的算子")
+        raise ExpressionError(
+            say(f"不能调用 '{_shown(node.func)}'", f"cannot call '{_shown(node.func)}'"),
+            hint=say("只能调用 Mean(...) 这样的算子", "call only operators such as Mean(...)"),
+        )
     if node.func.id not in OPERATORS:
-        raise ExpressionError(f"未知算子 '{_shown(node.func)}'", hint=_operator_hint(node.func))
+        raise ExpressionError(
+            say(f"未知算子 '{_shown(node.func)}'", f"unknown operator '{_shown(node.func)}'"),
+            hint=_operator_hint(node.func),
+        )
     name = node.func.id
-    usage = "用法：" + _USAGE[name].format(name)
+    usage = _usage(name)
     if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-        raise ExpressionError(f"{name} 只接受按位置写的参数", hint=usage)
+        raise ExpressionError(
+            say(f"{name} 只接受按位置写的参数", f"{name} takes positional arguments only"), hint=usage
+        )
     args = node.args
     arity = 3 if name in PAIR_WINDOWED | {"Quantile", "If"} else 1 if name in UNARY else 2
     if len(args) != arity:
-        raise ExpressionError(f"{name} 需要{arity}个参数，收到{len(args)}个", hint=usage)
+        raise ExpressionError(
+            say(f"{name} 需要{arity}个参数，收到{len(args)}个", f"{name} takes {arity} arguments, got {len(args)}"),
+            hint=usage,
+        )
     if name in UNARY:
         return _unary(name, _build(args[0]))
     if name in BINARY:
@@ -397,22 +488,35 @@ def _operator_hint(func: ast.Name) -> str:
     name = func.id
     close = [op for op in OPERATORS if op.lower() == name.lower()]
     if close:
-        return f"是否想用 {close[0]}？算子名区分大小写"
-    return "可用算子：" + " ".join(sorted(OPERATORS))
+        return say(
+            f"是否想用 {close[0]}？算子名区分大小写", f"did you mean {close[0]}? operator names are case-sensitive"
+        )
+    return say("可用算子：", "operators: ") + " ".join(sorted(OPERATORS))
 
 
 def _unary(name: str, arg: Node) -> Op:
     if not _uses_field(arg):
-        raise ExpressionError(f"{name} 的参数要用到字段", hint=f"例如 {name}($close-$open)")
+        raise ExpressionError(
+            say(f"{name} 的参数要用到字段", f"{name}'s argument must use a field"),
+            hint=say("例如 ", "e.g. ") + f"{name}($close-$open)",
+        )
     if name == "Not" and not _is_boolean(arg):
-        raise ExpressionError("Not 只能作用于比较", hint="例如 Not($close>$open)")
+        raise ExpressionError(
+            say("Not 只能作用于比较", "Not applies only to a comparison"),
+            hint=say("例如 ", "e.g. ") + "Not($close>$open)",
+        )
     return Op(name, (arg,))
 
 
 def _series(name: str, node: ast.expr) -> Node:
     built = _build(node)
     if not _uses_field(built):
-        raise ExpressionError(f"{name} 需要由字段算出的序列，不能是数字", hint="用法：" + _USAGE[name].format(name))
+        raise ExpressionError(
+            say(
+                f"{name} 需要由字段算出的序列，不能是数字", f"{name} needs a series computed from fields, not a number"
+            ),
+            hint=_usage(name),
+        )
     return built
 
 
@@ -425,12 +529,19 @@ def _window(name: str, node: ast.expr) -> int:
         return value
     if shift and (type(value) is not int or value <= 0):
         raise ExpressionError(
-            f"{name} 的位移 '{_shown(node)}' 可能读到T0之后的数据：须是1到{MAX_WINDOW}之间的整数",
-            hint=f"例如 {name}($close, 1) 表示前一个交易日",
+            say(
+                f"{name} 的位移 '{_shown(node)}' 可能读到T0之后的数据：须是1到{MAX_WINDOW}之间的整数",
+                f"{name}'s shift '{_shown(node)}' could read data after T0: "
+                f"it must be an integer from 1 to {MAX_WINDOW}",
+            ),
+            hint=say(f"例如 {name}($close, 1) 表示前一个交易日", f"e.g. {name}($close, 1) is the previous trading day"),
         )
     raise ExpressionError(
-        f"{name} 的窗口 '{_shown(node)}' 须是{lowest}到{MAX_WINDOW}之间的整数",
-        hint="用法：" + _USAGE[name].format(name).replace("N", "20"),
+        say(
+            f"{name} 的窗口 '{_shown(node)}' 须是{lowest}到{MAX_WINDOW}之间的整数",
+            f"{name}'s window '{_shown(node)}' must be an integer from {lowest} to {MAX_WINDOW}",
+        ),
+        hint=_usage(name).replace("N", "20"),
     )
 
 
@@ -448,4 +559,9 @@ def _quantile(node: ast.expr) -> float:
     value = _literal(node)
     if type(value) in (int, float) and 0 < value < 1:  # type: ignore[operator]
         return float(value)  # type: ignore[arg-type]
-    raise ExpressionError(f"Quantile 的分位数 '{_shown(node)}' 须在0和1之间", hint="例如 Quantile($close, 20, 0.8)")
+    raise ExpressionError(
+        say(
+            f"Quantile 的分位数 '{_shown(node)}' 须在0和1之间", f"Quantile's q '{_shown(node)}' must be between 0 and 1"
+        ),
+        hint=say("例如 ", "e.g. ") + "Quantile($close, 20, 0.8)",
+    )

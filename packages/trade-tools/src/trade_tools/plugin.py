@@ -39,10 +39,11 @@ def trade_register_tools(register: Callable[[Tool], None]) -> None:
 
 @hookimpl
 def trade_register_prompt_sets(register: Callable[[PromptSet], None]) -> None:
-    from trade_tools.prompts import COMPACT, DEFAULT
+    from trade_tools.prompts import COMPACT, COMPACT_EN, DEFAULT
 
     register(DEFAULT)
     register(COMPACT)
+    register(COMPACT_EN)
 
 
 @hookimpl(optionalhook=True)  # trade-data's hook: skipped, not an error, when trade-data's plugin is disabled

@@ -14,14 +14,15 @@ import datetime as dt
 from pydantic import BaseModel, ConfigDict, Field
 
 from trade_data.symbols import PRICE_LIMITS, Board, PriceLimit, board_limits
+from trade_tools.text import say
 
 BOARD_NAMES = {
-    Board.MAIN: "主板",
-    Board.CHINEXT: "创业板(SZ300/301)",
-    Board.STAR: "科创板(SH688)",
-    Board.BEIJING: "北交所(BJ)",
+    Board.MAIN: ("主板", "Main board"),
+    Board.CHINEXT: ("创业板(SZ300/301)", "ChiNext (SZ300/301)"),
+    Board.STAR: ("科创板(SH688)", "STAR (SH688)"),
+    Board.BEIJING: ("北交所(BJ)", "Beijing SE (BJ)"),
 }
-"""How the prompt names each board that has a price limit."""
+"""How the prompt names each board that has a price limit (Chinese, English)."""
 
 
 class ExecutionRules(BaseModel):
@@ -59,12 +60,17 @@ class ExecutionRules(BaseModel):
         return round(max(self.min_commission, gross * self.commission_rate), 2)
 
     def describe(self, day: dt.date, *, anonymized: bool = False) -> str:
-        """The rules as the prompt states them (Chinese, one line each). Anonymized, they read the same on every
-        day: a rate or limit that changed on a known date would date T0, so each lists every value it has had,
-        and quantities read in units (:mod:`trade_tools.anonymize`)."""
+        """The rules as the prompt states them (one line each, in the language spoken: :func:`~trade_tools.text.say`).
+        Anonymized (Chinese only), they read the same on every day: a rate or limit that changed on a known date
+        would date T0, so each lists every value it has had, and quantities read in units
+        (:mod:`trade_tools.anonymize`)."""
+        weight = self.max_position_weight
         cap = (
-            f"- 单只股票买入后市值不得超过组合总值的{self.max_position_weight:.0%}\n"
-            if self.max_position_weight is not None
+            say(
+                f"- 单只股票买入后市值不得超过组合总值的{weight:.0%}\n",
+                f"- A buy may not take one stock above {weight:.0%} of the portfolio value\n",
+            )
+            if weight is not None
             else ""
         )
         if anonymized:
@@ -72,7 +78,8 @@ class ExecutionRules(BaseModel):
             for limit in sorted(self.price_limits, key=lambda entry: entry.since):
                 ever.setdefault(limit.board, []).append(limit.fraction)
             limits = "，".join(
-                f"{BOARD_NAMES[b]}±{'或±'.join(f'{f * 100:g}%' for f in dict.fromkeys(fs))}" for b, fs in ever.items()
+                f"{BOARD_NAMES[b][0]}±{'或±'.join(f'{f * 100:g}%' for f in dict.fromkeys(fs))}"
+                for b, fs in ever.items()
             )
             stamp = "或".join(f"{rate:.2%}" for rate in dict.fromkeys(rate for _, rate in sorted(self.stamp_duty)))
             stamp += "（以T0适用者为准）"
@@ -86,19 +93,34 @@ class ExecutionRules(BaseModel):
             )
         else:
             in_force = board_limits(day, self.price_limits).items()
-            limits = "，".join(f"{BOARD_NAMES[b]}±{f * 100:g}%" for b, f in in_force)
+            limits = say("，", ", ").join(f"{say(*BOARD_NAMES[b])}{say('', ' ')}±{f * 100:g}%" for b, f in in_force)
             stamp = f"{self.stamp_duty_rate(day):.2%}"
-            lots = (
-                f"- 买入须为{self.lot_size}股整数倍；科创板(SH688)至少{self.star_min_shares}股，超出部分可按1股递增\n"
-                f"- 卖出须为{self.lot_size}股整数倍，零股可一次性全部卖出；T+1：当日买入的股票当日不能卖出\n"
+            lot, star = self.lot_size, self.star_min_shares
+            lots = say(
+                f"- 买入须为{lot}股整数倍；科创板(SH688)至少{star}股，超出部分可按1股递增\n"
+                f"- 卖出须为{lot}股整数倍，零股可一次性全部卖出；T+1：当日买入的股票当日不能卖出\n",
+                f"- Buys: whole lots of {lot} shares; STAR (SH688): at least {star} shares, then 1-share steps\n"
+                f"- Sells: whole lots of {lot} shares, or an odd lot all at once; T+1: shares bought today "
+                "cannot be sold today\n",
             )
-        return (
-            f"- 所有订单以T0收盘价成交（买入加{self.slippage:.2%}滑点，卖出减{self.slippage:.2%}滑点），不是开盘前\n"
+        slippage, commission, transfer = self.slippage, self.commission_rate, self.transfer_fee_rate
+        return say(
+            f"- 所有订单以T0收盘价成交（买入加{slippage:.2%}滑点，卖出减{slippage:.2%}滑点），不是开盘前\n"
             f"{lots}"
             f"- 涨跌停：{limits}；收盘涨停不能买入，收盘跌停不能卖出；停牌股票不能交易\n"
-            f"- 费用：佣金{self.commission_rate:.3%}（最低{self.min_commission:g}元），"
-            f"卖出印花税{stamp}，过户费{self.transfer_fee_rate:.3%}\n"
+            f"- 费用：佣金{commission:.3%}（最低{self.min_commission:g}元），"
+            f"卖出印花税{stamp}，过户费{transfer:.3%}\n"
             f"{cap}"
             f"- 数量必须是正整数；每个交易日最多提交{self.max_actions}笔买卖；"
-            '调用 TakeAction(type="stop") 后不再执行任何操作'
+            '调用 TakeAction(type="stop") 后不再执行任何操作',
+            f"- Every order fills at the T0 close (buys +{slippage:.2%} slippage, sells -{slippage:.2%}), "
+            "not at the open\n"
+            f"{lots}"
+            f"- Price limits: {limits}; no buying at a limit-up close, no selling at a limit-down close; "
+            "suspended stocks cannot trade\n"
+            f"- Fees: commission {commission:.3%} (min {self.min_commission:g} CNY), "
+            f"stamp duty on sells {stamp}, transfer fee {transfer:.3%}\n"
+            f"{cap}"
+            f"- Amounts are positive integers; at most {self.max_actions} buy/sell orders a day; "
+            'nothing executes after TakeAction(type="stop")',
         )

@@ -9,7 +9,8 @@ as in vLLM and in verl's parsers, which read every block), or to its end when it
 open the block in the prompt, so an opening ``<think>`` is not needed. Then every ``<tool_call>`` block of the
 answer is read, in the family's format:
 
-- ``hermes`` (Qwen3): ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``;
+- ``hermes`` (Qwen3, and the ChatML bases of ``trade model``: SmolLM2, a Llama):
+  ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``;
 - ``qwen3_coder`` (Qwen3.5): ``<tool_call><function=NAME><parameter=K>V</parameter>...</function></tool_call>``,
   each value converted by the tool schema's type of its parameter; a block cut off at the end still counts, as
   in the vLLM and verl parsers.
@@ -38,6 +39,7 @@ FORMATS = {
     "qwen3_5_text": QWEN3_CODER,
     "qwen3_5_moe": QWEN3_CODER,
     "qwen3_5_moe_text": QWEN3_CODER,
+    "llama": HERMES,
 }
 """The tool-call format of each ``model_type`` (vLLM's ``--tool-call-parser`` names, verl's ``multi_turn.format``)."""
 MARKUP = ("<tool_call>", "</tool_call>", "<function=")

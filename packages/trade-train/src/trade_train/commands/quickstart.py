@@ -17,21 +17,29 @@ STAGE_NAMES = ("market", "tasks", "model", "grpo", "evaluate", "backtest", "repo
 
 def _setting_options(command: Callable[..., None]) -> Callable[..., None]:
     """One flag per run setting (``QuickstartSettings``), with its default and description."""
+    from types import UnionType
     from typing import Literal, get_args, get_origin
 
     for name, field in reversed(list(QuickstartSettings.model_fields.items())):
         if name == "data":
             continue
         kind = field.annotation
+        if isinstance(kind, UnionType):  # ``int | None``: the model's recipe decides (said in the description)
+            (kind,) = (arg for arg in get_args(kind) if arg is not type(None))
         kind = click.Choice(get_args(kind)) if get_origin(kind) is Literal else kind
         flag, text = f"--{name.replace('_', '-')}", field.description or name
         command = click.option(
-            flag, name, type=kind, default=field.default, show_default=True, help=f"{text[:1].upper()}{text[1:]}."
+            flag,
+            name,
+            type=kind,
+            default=field.default,
+            show_default=field.default is not None,
+            help=f"{text[:1].upper()}{text[1:]}.",
         )(command)
     return command
 
 
-@click.command("quickstart", short_help="The whole loop on one laptop: market, tasks, tiny model, GRPO, eval, report.")
+@click.command("quickstart", short_help="The whole loop on one laptop: market, tasks, model, GRPO, eval, report.")
 @click.option(
     "--data",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -49,9 +57,10 @@ def _setting_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--stop-after", type=click.Choice(STAGE_NAMES), help="Stop after this stage (rerun to go on).")
 def quickstart_command(data: Path | None, out: Path, seeds: str | None, stop_after: str | None, **flags: Any) -> None:
     """Run the loop end to end without a GPU: build a market with a planted signal and embargoed tasks, teach
-    the tiny Qwen3 the tool-call format on demonstrations that act on the signal's ranking at random, train it
-    with GRPO (trl-grpo), evaluate it before and after on held-out days beside the baselines and the signal's
-    oracle, backtest it, and write OUT/report.md and OUT/report.html.
+    a model (--model: the pretrained SmolLM2-135M by default, the tiny random Qwen3, or your own folder) the
+    tool-call format on demonstrations that act on the signal's ranking at random, train it with GRPO
+    (trl-grpo), evaluate it before and after on held-out days beside the baselines and the signal's oracle,
+    backtest it, and write OUT/report.md and OUT/report.html.
 
     Each stage prints its time; OUT/quickstart.json records the finished ones, so an interrupted run picks up
     where it stopped (with the same flags).
@@ -59,8 +68,11 @@ def quickstart_command(data: Path | None, out: Path, seeds: str | None, stop_aft
     \b
     trade quickstart
     trade quickstart --out quickstart-seed1 --seed 1
+    trade quickstart --model tiny --out quickstart-tiny
+    trade quickstart --model /models/Qwen3-0.6B --out quickstart-qwen3
     """
     try:  # what the extra brings, imported as the stages will import it
+        import gguf  # noqa: F401
         import transformers  # noqa: F401
         import trl  # noqa: F401
 
@@ -74,7 +86,7 @@ def quickstart_command(data: Path | None, out: Path, seeds: str | None, stop_aft
     if seeds is not None:
         _over_seeds(out, _seed_list(seeds), stop_after, data=data.resolve() if data else None, **flags)
         return
-    settings = QuickstartSettings(data=data.resolve() if data else None, **flags)
+    settings = _settings(data=data.resolve() if data else None, **flags)
     state = run_stages(out, settings, STAGES, stop_after=stop_after)
     total = sum(f.seconds for f in state.finished.values())
     if "report" not in state.finished:
@@ -85,6 +97,21 @@ def quickstart_command(data: Path | None, out: Path, seeds: str | None, stop_aft
     click.echo("next: the same loop on real data, then the real model on NPUs (see the report's last section):")
     click.echo(f"  trade quickstart --data Q --out {out}-real")
     click.echo("  trade train --model /models/Qwen3-4B --tasks tasks --device npu --run-dir runs/qwen3-4b --dry-run")
+
+
+def _settings(**flags: Any) -> QuickstartSettings:
+    """The run's settings; a value they refuse is one line naming its flag, before anything runs."""
+    from pydantic import ValidationError
+
+    try:
+        return QuickstartSettings(**flags)
+    except ValidationError as error:
+        first = error.errors()[0]
+        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "a flag"
+        given = flags.get(str(first["loc"][0])) if first["loc"] else None
+        raise TradeError(
+            f"{flag} {given}: {first['msg'].removeprefix('Value error, ')}", hint="see `trade quickstart --help`"
+        ) from None
 
 
 def _seed_list(text: str) -> list[int]:
@@ -106,11 +133,11 @@ def _over_seeds(out: Path, seeds: list[int], stop_after: str | None, **flags: An
     runs = {}
     for seed in seeds:
         click.echo(f"== seed {seed} ==")
-        settings = QuickstartSettings(**{**flags, "seed": seed})
+        settings = _settings(**{**flags, "seed": seed})
         state = run_stages(out / f"seed-{seed}", settings, STAGES, stop_after=stop_after)
         if "report" not in state.finished:
             click.echo(f"stopped after {stop_after}; rerun the same command to go on")
             return
         runs[seed] = out / f"seed-{seed}"
-    report = write_seeds_report(out, runs, QuickstartSettings(**flags).reward)
+    report = write_seeds_report(out, runs, _settings(**flags).reward)
     click.echo(f"\nreport over seeds: {report}")

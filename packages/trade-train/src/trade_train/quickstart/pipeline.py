@@ -4,6 +4,7 @@ tasks``, ``trade model tiny``, ``trade train --trainer trl-grpo``, ``trade eval 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def tasks(ctx: Context) -> dict[str, Any]:
         pool_size=ctx.settings.pool_size,
         seed=ctx.settings.seed,
         tools=ctx.settings.tools.split(","),
-        prompt_set=ctx.settings.prompt_set,
+        prompt_set=ctx.settings.recipe.prompt_set,
         progress=True,
     )
     return {
@@ -85,17 +86,15 @@ def spread(records: list[Any], count: int) -> list[Any]:
 
 
 def model(ctx: Context) -> dict[str, Any]:
-    """The tiny Qwen3 (`trade model tiny`), fine-tuned on training days played through the Episode: on a market
-    with a planted signal, the signal ranked and a stock of the ranking bought at random; else the momentum
-    baseline's days."""
+    """The model (`trade model smollm2`, `trade model tiny`, or the user's folder copied), fine-tuned on
+    training days played through the Episode: on a market with a planted signal, the signal ranked and a stock
+    of the ranking bought at random; else the momentum baseline's days."""
     from tqdm import tqdm
 
     from trade_reward.taskfolder import read_records
     from trade_train.quickstart.demonstrations import baseline_demonstrations, signal_demonstrations
-    from trade_train.tiny.model import build_tiny_model
-    from trade_train.tiny.sft import tune_on
 
-    s = ctx.settings
+    s, recipe = ctx.settings, ctx.settings.recipe
     store = MarketStore.load(ctx.results["market"]["data"])
     records = read_records(Path(ctx.results["tasks"]["tasks"]), "train")
     chosen = spread(records, s.demonstrations)
@@ -103,14 +102,36 @@ def model(ctx: Context) -> dict[str, Any]:
         demos = signal_demonstrations(store, chosen, store.planted_signal, seed=s.seed)
     else:
         demos = baseline_demonstrations(store, chosen, seed=s.seed)
-    folder = build_tiny_model(ctx.folder("model"), seed=s.seed, layers=s.model_layers, hidden=s.model_hidden)
-    with tqdm(total=ctx.settings.sft_steps, desc="fine-tune", unit="step") as bar:
+    folder = ctx.folder("model")
+    with tqdm(total=recipe.sft_steps, desc="fine-tune", unit="step") as bar:
 
         def advance(step: int, loss: float) -> None:
             bar.set_postfix_str(f"loss {loss:.3f}")
             bar.update()
 
-        report = tune_on(folder, demos, ctx.settings.sft_steps, seed=ctx.settings.seed, progress=advance)
+        if s.tiny:
+            from trade_train.tiny.model import build_tiny_model
+            from trade_train.tiny.sft import tune_on
+
+            build_tiny_model(folder, seed=s.seed, layers=s.model_layers, hidden=s.model_hidden)
+            report = tune_on(folder, demos, recipe.sft_steps, seed=s.seed, progress=advance)
+        else:
+            from trade_train.pretrained import BASES, build_base
+            from trade_train.pretrained.sft import tune
+
+            if s.model in BASES:
+                build_base(s.model, folder)
+            else:
+                shutil.copytree(s.model, folder)
+            report = tune(
+                folder,
+                demos,
+                recipe.sft_steps,
+                batch=recipe.sft_batch,
+                train_layers=recipe.train_layers,
+                seed=s.seed,
+                progress=advance,
+            )
     return {
         "model": str(folder.resolve()),
         "demonstrations": report.demonstrations,
@@ -123,7 +144,7 @@ def grpo(ctx: Context) -> dict[str, Any]:
     """GRPO with trl-grpo, in this process (`trade train --trainer trl-grpo --device cpu`)."""
     from trade_train.trl_grpo.run import CONFIG, GRPOSettings, RunConfig, train
 
-    s = ctx.settings
+    s, recipe = ctx.settings, ctx.settings.recipe
     config = RunConfig(
         model=ctx.results["model"]["model"],
         tasks=Path(ctx.results["tasks"]["tasks"]),
@@ -137,8 +158,9 @@ def grpo(ctx: Context) -> dict[str, Any]:
             batch_size=s.group * s.tasks_per_step,
             temperature=s.temperature,
             max_completion_length=s.rollout_tokens,
-            learning_rate=s.learning_rate,
+            learning_rate=recipe.learning_rate,
             lr_scheduler="constant",
+            train_layers=recipe.train_layers,
             seed=s.seed,
         ),
     )
@@ -211,7 +233,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
 
 def backtest(ctx: Context) -> dict[str, Any]:
     """The held-out days as one portfolio, for the trained and the untrained model, each beside the baselines
-    and the index (`trade eval backtest --policy local`)."""
+    and the index (`trade eval backtest --policy local`), with the tools and prompt set they trained on."""
     from trade_eval.backtest import Backtest, new_manifest, run_backtest
     from trade_reward.taskfolder import read_records
 
@@ -225,6 +247,8 @@ def backtest(ctx: Context) -> dict[str, Any]:
         pool_size=BACKTEST_POOL,
         universe=ctx.settings.universe,
         seed=ctx.settings.seed,
+        tools=tuple(ctx.settings.tools.split(",")),
+        prompt_set=ctx.settings.recipe.prompt_set,
     )
     summaries = {}
     for side in SIDES:
@@ -253,7 +277,7 @@ def report(ctx: Context) -> dict[str, Any]:
 STAGES = (
     Stage("market", "market", market),
     Stage("tasks", "tasks (embargoed splits)", tasks),
-    Stage("model", "tiny Qwen3 + tool-call fine-tune", model),
+    Stage("model", "model + tool-call fine-tune", model),
     Stage("grpo", "GRPO (trl-grpo, CPU)", grpo),
     Stage("evaluate", "held-out tasks: trained, untrained, baselines", evaluate),
     Stage("backtest", "backtest on the held-out days", backtest),

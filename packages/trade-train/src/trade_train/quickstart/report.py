@@ -1,4 +1,4 @@
-"""``OUT/report.md``: the trained tiny model, its untrained self and the baselines side by side, GRPO step by
+"""``OUT/report.md``: the trained model, its untrained self and the baselines side by side, GRPO step by
 step, and what was learned, every number read from the run's own files; ``OUT/report.html`` over the backtests."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from trade_train.quickstart.learning import (
     step_chart,
     step_metrics,
 )
+from trade_train.quickstart.settings import QuickstartSettings
 from trade_train.quickstart.stages import STATE, Context
 from trade_train.rollouts import FLAT_REASONS
 
@@ -194,6 +195,19 @@ def backtest_rows(summaries: dict[str, BacktestSummary]) -> BacktestSummary:
     return BacktestSummary(conventions=trained.conventions, rows=rows, nav={})
 
 
+def model_words(settings: QuickstartSettings) -> str:
+    """What the model was, for the report's first paragraph."""
+    from trade_train.pretrained import BASES
+
+    if settings.tiny:
+        size = f"{settings.model_layers} layers, hidden {settings.model_hidden}"
+        return f"A random-init Qwen3 ({size}) with the real tokenizer"
+    if settings.model in BASES:
+        base = BASES[settings.model]
+        return f"The pretrained {base.description} (`trade model {base.name}`, from {base.requirement}, {base.licence})"
+    return f"The model in {settings.model}"
+
+
 def write_reports(ctx: Context) -> dict[str, Any]:
     from trade_eval.metrics import table_lines
     from trade_eval.report.page import write_report
@@ -206,7 +220,8 @@ def write_reports(ctx: Context) -> dict[str, Any]:
     compared = results["evaluate"]["compare"]
     steps = step_metrics(Path(results["grpo"]["run_dir"]))
     atomic_write(ctx.out / CHART, step_chart(steps))
-    tasks, tuned = results["tasks"], results["model"]
+    tasks, tuned, recipe = results["tasks"], results["model"], s.recipe
+    trained_layers = f"the top {recipe.train_layers} layers trained" if recipe.train_layers else "every weight trained"
     test = read_records(Path(tasks["tasks"]), "test")
     chance = chance_share([len(r.task.pool) for r in test])
     backtests = [ctx.out / "backtest" / side for side in SIDES]
@@ -219,12 +234,11 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         "",
         f"Data: {results['market']['description']} ({results['market']['data']}); tasks {tasks['split']} "
         f"({tasks['counts']['train']} train, {tasks['counts']['test']} held-out test), tools {s.tools}, prompt set "
-        f"{s.prompt_set}; seed {s.seed}. A random-init Qwen3 ({s.model_layers} layers, hidden {s.model_hidden}) "
-        f"with the real tokenizer, fine-tuned {s.sft_steps} steps on {tuned['demonstrations']} demonstration days "
-        f"(loss {tuned['first_loss']:.2f} -> {tuned['last_loss']:.2f}), then {s.steps} GRPO steps of "
-        f"{s.tasks_per_step} tasks x {s.group} rollouts at temperature {s.temperature:g}, learning rate "
-        f"{s.learning_rate:g} (constant), reward `{s.reward}`. Evaluation samples at the same temperature, "
-        f"{s.max_tokens} tokens a reply.",
+        f"{recipe.prompt_set}; seed {s.seed}. {model_words(s)}, fine-tuned {recipe.sft_steps} steps of {recipe.sft_batch} "
+        f"on {tuned['demonstrations']} demonstration days (loss {tuned['first_loss']:.2f} -> "
+        f"{tuned['last_loss']:.2f}), then {s.steps} GRPO steps of {s.tasks_per_step} tasks x {s.group} rollouts at "
+        f"temperature {s.temperature:g}, learning rate {recipe.learning_rate:g} (constant), {trained_layers}, "
+        f"reward `{s.reward}`. Evaluation samples at the same temperature, {s.max_tokens} tokens a reply.",
         "",
         f"## Held-out tasks, side by side ({len(test)} tasks; {samples} samples each for the models, one for the "
         f"rules)",

@@ -9,11 +9,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SYNTH_START, SYNTH_END = "2023-07-01", "2024-12-31"
 """The embedded market's 18 months (a few seconds to generate)."""
 NO_SIGNAL = "none"
+TINY = "tiny"
+"""``--model tiny``: the random-init Qwen3 of ``trade model tiny`` (smoke runs and tests; it cannot read a ranking)."""
+
+
+class Recipe(BaseModel):
+    """The settings that differ between the tiny random model and a pretrained one (each a flag that overrides it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sft_steps: int
+    sft_batch: int
+    learning_rate: float
+    train_layers: int
+    prompt_set: str
+
+
+RECIPES = {
+    "tiny": Recipe(sft_steps=600, sft_batch=1, learning_rate=1e-3, train_layers=0, prompt_set="compact"),
+    "pretrained": Recipe(sft_steps=60, sft_batch=8, learning_rate=5e-5, train_layers=8, prompt_set="compact-en"),
+}
+"""Per kind of model: the tiny one learns the format from scratch one demonstration a step at a high rate and
+trains every weight, on the Chinese prompts its Qwen3 tokenizer reads compactly; a pretrained one needs a few
+batched steps, a small GRPO rate and only its top layers, and reads English (SmolLM2 spends a token per Chinese
+character)."""
 
 
 class QuickstartSettings(BaseModel):
@@ -22,6 +46,11 @@ class QuickstartSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     data: Path | None = Field(None, description="a dataset folder; None: the synthetic market")
+    model: str = Field(
+        TINY,
+        description="the model: smollm2 (a pretrained base built offline, `trade model smollm2`), tiny (the "
+        "random-init Qwen3 of `trade model tiny`, for smoke runs) or a local Hugging Face causal-LM folder",
+    )
     signal: str = Field(
         "KMID:0.3",
         description="the edge planted in the synthetic market (NAME:IC, or 'none'); with --data, the data's own",
@@ -35,7 +64,12 @@ class QuickstartSettings(BaseModel):
     )
     days: int = Field(20, ge=2, description="held-out test days evaluated and backtested")
     samples: int = Field(4, ge=1, description="samples of each held-out task per model")
-    sft_steps: int = Field(600, ge=1, description="fine-tuning steps on the demonstrations")
+    sft_steps: int | None = Field(
+        None, ge=1, description="fine-tuning steps on the demonstrations (600 for tiny, 60 for a pretrained model)"
+    )
+    sft_batch: int | None = Field(
+        None, ge=1, description="demonstrations per fine-tuning step (1 for tiny, 8 for a pretrained model)"
+    )
     demonstrations: int = Field(189, ge=1, description="training days played as demonstrations for the fine-tune")
     group: int = Field(8, ge=2, description="rollouts per GRPO task")
     tasks_per_step: int = Field(2, ge=1, description="GRPO tasks (groups) per step")
@@ -43,7 +77,14 @@ class QuickstartSettings(BaseModel):
         0.7, gt=0, description="sampling in GRPO and in evaluation: at 1.0 the tiny model's calls are mostly broken"
     )
     max_tokens: int = Field(256, ge=16, description="tokens per reply in evaluation")
-    learning_rate: float = Field(1e-3, gt=0, description="GRPO's step size, constant over the run")
+    learning_rate: float | None = Field(
+        None, gt=0, description="GRPO's step size, constant over the run (1e-3 for tiny, 5e-5 for a pretrained model)"
+    )
+    train_layers: int | None = Field(
+        None,
+        ge=0,
+        description="decoder layers GRPO and a pretrained model's fine-tune train, from the top (0: all; tiny 0, pretrained 8)",
+    )
     rollout_tokens: int = Field(
         1536, ge=64, description="tokens of a GRPO rollout, replies and tool texts together: room for a day's calls"
     )
@@ -53,7 +94,11 @@ class QuickstartSettings(BaseModel):
         description="the tools a day offers (the full four: get_price_data,get_macro_indicators,compute_alpha_factor,"
         "TakeAction)",
     )
-    prompt_set: str = Field("compact", description="how a day is put into words (the tutorial's: default)")
+    prompt_set: str | None = Field(
+        None,
+        description="how a day is put into words: compact (Chinese; tiny's), compact-en (English; a pretrained "
+        "model's), default (the tutorial's)",
+    )
     pool_size: str = Field(
         "8", description="stocks per task: with 16 stocks the same 8 most days, so a tiny model names them right"
     )
@@ -61,8 +106,32 @@ class QuickstartSettings(BaseModel):
     device: Literal["cpu", "gpu"] = Field(
         "cpu", description="where GRPO and the evaluated models run (the fine-tune: CPU)"
     )
-    model_layers: int = Field(2, ge=1, description="layers of the random-init Qwen3")
-    model_hidden: int = Field(64, ge=32, description="hidden size of the random-init Qwen3")
+    model_layers: int = Field(2, ge=1, description="layers of the random-init Qwen3 (--model tiny)")
+    model_hidden: int = Field(64, ge=32, description="hidden size of the random-init Qwen3 (--model tiny)")
+
+    @field_validator("model")
+    @classmethod
+    def _known_or_folder(cls, model: str) -> str:
+        from trade_train.pretrained import BASES
+
+        if model == TINY or model in BASES:
+            return model
+        folder = Path(model).expanduser()
+        if not (folder / "config.json").is_file():
+            known = ", ".join([TINY, *BASES])
+            raise ValueError(f"{model!r} is neither {known} nor a model folder with a config.json")
+        return str(folder.resolve())
+
+    @property
+    def tiny(self) -> bool:
+        return self.model == TINY
+
+    @property
+    def recipe(self) -> Recipe:
+        """The recipe of this kind of model, with the flags given over it."""
+        chosen = RECIPES["tiny" if self.tiny else "pretrained"]
+        given = {k: getattr(self, k) for k in Recipe.model_fields if getattr(self, k) is not None}
+        return chosen.model_copy(update=given)
 
     @property
     def planted(self) -> str | None:

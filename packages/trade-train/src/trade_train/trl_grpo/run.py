@@ -7,8 +7,9 @@ scheme and steps. Each step then leaves what a verl step leaves: the ``trade/...
 
 Private API of TRL 1.16 this relies on (pin ``trl>=1.16,<1.17``; re-check when moving):
 ``GRPOTrainer._env_tools`` (the tool schemas rendered into each prompt), ``_sync_tool_dicts`` (the
-per-rollout ``{name: method}`` the tool loop calls) and ``trl.trainer.utils._use_triton`` (which positions the
-fused log-prob scores).
+per-rollout ``{name: method}`` the tool loop calls), ``trl.trainer.utils._use_triton`` (which positions the
+fused log-prob scores) and ``trl.chat_template_utils._SUPPORTS_RESPONSE_TEMPLATE`` (which parser form transformers
+reads).
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class GRPOSettings(BaseModel):
     top_k: int = Field(50, ge=0)
     beta: float = Field(0.0, ge=0, description="KL coefficient; 0 loads no reference model")
     lora_rank: int = Field(0, ge=0, description="LoRA rank (needs peft); 0 trains every weight")
+    train_layers: int = Field(
+        0, ge=0, description="train only the top N decoder layers (and the final norm); 0 trains every weight"
+    )
     seed: int = 0
 
     @model_validator(mode="after")
@@ -211,22 +215,39 @@ def grpo_trainer() -> type:
 def tokenizer_for(model: str) -> Any:
     """The model's tokenizer with TRL's tool-call parser. TRL knows released chat templates by their text; a Qwen3
     model whose template it does not know (the tiny model's is a rewrite that renders the same strings) gets
-    TRL's copy of Qwen3's own."""
+    TRL's copy of Qwen3's own; a ChatML base of ``trade model`` keeps its own template (hermes calls, no thinking)
+    and gets TRL's reader of hermes calls."""
     from transformers import AutoConfig, AutoTokenizer
     from trl.chat_template_utils import add_response_schema, qwen3_chat_template
+
+    from trade_tools.toolcalls import FORMATS, HERMES
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     try:
         return add_response_schema(tokenizer)
     except ValueError:
         family = AutoConfig.from_pretrained(model).model_type
-        if family != "qwen3":
-            raise TradeError(
-                f"TRL cannot parse tool calls with the chat template of {model} ({family})",
-                hint="use a model with a chat template TRL 1.16 knows (Qwen3, Qwen3.5, Llama 3, ...)",
-            ) from None
-    tokenizer.chat_template = qwen3_chat_template
-    return add_response_schema(tokenizer)
+    if family == "qwen3":
+        tokenizer.chat_template = qwen3_chat_template
+        return add_response_schema(tokenizer)
+    if FORMATS.get(family) == HERMES and tokenizer.chat_template and "<tool_call>" in tokenizer.chat_template:
+        return read_hermes_calls(tokenizer)
+    raise TradeError(
+        f"TRL cannot parse tool calls with the chat template of {model} ({family})",
+        hint="use a model with a chat template TRL 1.16 knows (Qwen3, Qwen3.5, Llama 3, ...) or a `trade model` base",
+    )
+
+
+def read_hermes_calls(tokenizer: Any) -> Any:
+    """``tokenizer`` with the response parser TRL gives Qwen3 (ChatML turns, hermes ``<tool_call>`` JSON), in the
+    form the installed transformers reads."""
+    from trl.chat_template_utils import _SUPPORTS_RESPONSE_TEMPLATE, qwen3_schema, qwen3_template
+
+    if _SUPPORTS_RESPONSE_TEMPLATE:
+        tokenizer.response_template = qwen3_template
+    else:
+        tokenizer.response_schema = qwen3_schema
+    return tokenizer
 
 
 def score_only_completions_on_cpu() -> None:
@@ -288,12 +309,21 @@ def train(config: RunConfig) -> Path:
         beta=grpo.beta,
         seed=grpo.seed,
         use_cpu=config.device == "cpu",
-        model_init_kwargs={"dtype": torch.float32 if config.device == "cpu" else "auto"},
+        model_init_kwargs=None if grpo.train_layers else {"dtype": torch.float32 if config.device == "cpu" else "auto"},
         logging_steps=1,
         save_strategy="no",
         report_to=[],
         dataloader_num_workers=0,
     )
+    model: Any = config.model
+    if grpo.train_layers:
+        from transformers import AutoModelForCausalLM
+
+        from trade_train.pretrained.sft import freeze_below
+
+        dtype = torch.float32 if config.device == "cpu" else "auto"
+        model = AutoModelForCausalLM.from_pretrained(config.model, dtype=dtype)
+        freeze_below(model, grpo.train_layers)
     peft = None
     if grpo.lora_rank:
         from peft import LoraConfig
@@ -301,7 +331,7 @@ def train(config: RunConfig) -> Path:
         peft = LoraConfig(r=grpo.lora_rank, lora_alpha=2 * grpo.lora_rank, target_modules="all-linear")
     scorer = Scorer(config.reward, grpo.max_completion_length, market_store(config.data))
     trainer = grpo_trainer()(
-        model=config.model,
+        model=model,
         processing_class=tokenizer_for(config.model),
         reward_funcs=[scorer],
         args=args,

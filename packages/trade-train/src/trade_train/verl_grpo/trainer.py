@@ -17,10 +17,10 @@ from pathlib import Path
 from trade_core.errors import TradeError
 from trade_tools.episode import MAX_TURNS, TOOL_TEXT_LIMIT
 from trade_tools.runfolder import ROLLOUTS
+from trade_tools.toolcalls import FORMATS, HERMES, QWEN3_CODER
 from trade_train.install import install_hint
 from trade_train.trainer import RunPlan, Trainer, TrainSpec
 
-FORMATS = {"qwen3": "hermes", "qwen3_5": "qwen3_coder", "qwen3_5_moe": "qwen3_coder"}
 PRESETS: dict[str, tuple[dict[str, str], list[str]]] = {
     "npu": (
         {"HCCL_CONNECT_TIMEOUT": "1500", "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1"},
@@ -75,12 +75,13 @@ def model_path(model: str) -> str:
 
 
 def tool_format(model: str) -> str:
-    """verl's tool-call parser for the model family: hermes (Qwen3 JSON) or qwen3_coder (Qwen3.5 XML)."""
+    """verl's tool-call parser for the model family (the one table of :mod:`trade_tools.toolcalls`): hermes (Qwen3
+    JSON) or qwen3_coder (Qwen3.5 XML)."""
     config = Path(model) / "config.json"
     if config.is_file():
         family = json.loads(config.read_text()).get("model_type", "")
-        return FORMATS.get(family, "hermes")
-    return "qwen3_coder" if "qwen3.5" in model.lower() or "qwen3_5" in model.lower() else "hermes"
+        return FORMATS.get(family, HERMES)
+    return QWEN3_CODER if "qwen3.5" in model.lower() or "qwen3_5" in model.lower() else HERMES
 
 
 ENTRY = "trade_train.verl_grpo.main"
