@@ -163,3 +163,9 @@ def test_commands_after_stop_are_answered(sample_dataset: Path, tmp_path: Path) 
     trajectory = json.loads(line)
     assert trajectory["episode"]["status"] == "stopped" and trajectory["episode"]["actions"][0]["type"] == "stop"
     assert trajectory["messages"][-1]["content"] == answers[1]  # the answer is part of the record
+
+
+def test_saving_into_a_folder_is_refused_before_the_day_is_played(sample_dataset: Path, tmp_path: Path) -> None:
+    run = _play(sample_dataset, tmp_path, "stop\n")
+    assert run.code == 2 and "is a directory" in run.err, run.err
+    assert "=====" not in run.out  # no prompt shown, no day played and lost

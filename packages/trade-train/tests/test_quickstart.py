@@ -65,10 +65,41 @@ def test_a_rerun_skips_finished_stages_and_refuses_other_flags(tmp_path: Path) -
 
 @pytest.mark.slow
 @needs_extra
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ("--days", "0"),
+        ("--steps", "0"),
+        ("--samples", "-1"),
+        ("--learning-rate", "-1"),
+        ("--temperature", "-0.5"),
+        ("--symbols", "2"),
+        ("--model", "no-such-model"),
+    ],
+)
+def test_a_value_a_setting_refuses_is_one_line_before_anything_runs(tmp_path: Path, flag: tuple[str, str]) -> None:
+    run = run_trade("quickstart", "--out", str(tmp_path / "qs"), *flag)
+    assert run.code == 2 and run.err.startswith(f"error: {flag[0]} {flag[1]}: "), run.err
+    assert len(run.err.strip().splitlines()) == 1, run.err
+    assert not (tmp_path / "qs").exists()
+
+
+@pytest.mark.slow
+@needs_extra
 def test_the_same_seed_gives_the_same_fine_tuned_model(tmp_path: Path) -> None:
     def weights(out: Path) -> str:
         run = run_trade(
-            "quickstart", "--out", str(out), "--stop-after", "model", "--model", "tiny", "--days", "2", "--sft-steps", "5"
+            "quickstart",
+            "--out",
+            str(out),
+            "--stop-after",
+            "model",
+            "--model",
+            "tiny",
+            "--days",
+            "2",
+            "--sft-steps",
+            "5",
         )
         assert run.code == 0, run.err
         return hashlib.sha256((out / "model" / "model.safetensors").read_bytes()).hexdigest()
@@ -111,3 +142,12 @@ def test_a_short_quickstart_runs_end_to_end_and_resumes(tmp_path: Path) -> None:
     page = (out / "report.html").read_text()
     assert "trained" in page and "untrained" in page and "momentum" in page
     assert list(_state(out)["finished"]) == ["market", "tasks", "model", "grpo", "evaluate", "backtest", "report"]
+    # Every stage plays the day the model trained on: the tiny recipe's prompt set and the quickstart's two tools.
+    for played in (
+        "grpo/rollouts/trajectories/1.jsonl",
+        "evaluate/trained/trajectories.jsonl",
+        "backtest/trained/trajectories.jsonl",
+        "backtest/untrained/trajectories.jsonl",
+    ):
+        settings = json.loads((out / played).read_text().splitlines()[0])["episode"]["settings"]
+        assert (settings["prompt_set"], settings["tools"]) == ("compact", ["compute_alpha_factor", "TakeAction"])

@@ -32,7 +32,11 @@ def _shorthand(line: str) -> tuple[str, str]:
 
 
 @click.command("play", short_help="Trade one day yourself with the agent's tools and prompts.")
-@click.option("--save", type=click.Path(path_type=Path), help="Write the finished day as a trajectory (JSONL).")
+@click.option(
+    "--save",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the finished day as a trajectory (JSONL file; checked before the day is played).",
+)
 @day_options
 def play_command(
     save: Path | None,
