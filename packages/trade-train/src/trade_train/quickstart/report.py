@@ -234,8 +234,8 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         "",
         f"Data: {results['market']['description']} ({results['market']['data']}); tasks {tasks['split']} "
         f"({tasks['counts']['train']} train, {tasks['counts']['test']} held-out test), tools {s.tools}, prompt set "
-        f"{recipe.prompt_set}; seed {s.seed}. {model_words(s)}, fine-tuned {recipe.sft_steps} steps of {recipe.sft_batch} "
-        f"on {tuned['demonstrations']} demonstration days (loss {tuned['first_loss']:.2f} -> "
+        f"{recipe.prompt_set}; seed {s.seed}. {model_words(s)}, fine-tuned {recipe.sft_steps} steps of "
+        f"{recipe.sft_batch} on {tuned['demonstrations']} demonstration days (loss {tuned['first_loss']:.2f} -> "
         f"{tuned['last_loss']:.2f}), then {s.steps} GRPO steps of {s.tasks_per_step} tasks x {s.group} rollouts at "
         f"temperature {s.temperature:g}, learning rate {recipe.learning_rate:g} (constant), {trained_layers}, "
         f"reward `{s.reward}`. Evaluation samples at the same temperature, {s.max_tokens} tokens a reply.",

@@ -83,7 +83,8 @@ class QuickstartSettings(BaseModel):
     train_layers: int | None = Field(
         None,
         ge=0,
-        description="decoder layers GRPO and a pretrained model's fine-tune train, from the top (0: all; tiny 0, pretrained 8)",
+        description="decoder layers GRPO and a pretrained model's fine-tune train, from the top (0: all; tiny 0, "
+        "pretrained 8)",
     )
     rollout_tokens: int = Field(
         1536, ge=64, description="tokens of a GRPO rollout, replies and tool texts together: room for a day's calls"
