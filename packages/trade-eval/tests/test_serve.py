@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from trade_core.testing import run_trade
-from trade_eval.serving import model_family, vllm_command
+from trade_eval.serving import vllm_command
+from trade_tools.toolcalls import STATED_FORMAT, model_family
 
 FAKE_VLLM = Path(__file__).parent / "fixtures" / "fake_vllm"
 
@@ -78,7 +79,7 @@ def test_the_family_falls_back_to_the_architecture(tmp_path: Path) -> None:
     ("config", "message"),
     [
         (None, "has no config.json (pass a Hugging Face model folder (merged checkpoint))"),
-        ({"model_type": "llama"}, "no known tool-call format for model family 'llama' (pass --tool-call-parser NAME"),
+        ({"model_type": "llama"}, "no known tool-call format for model family 'llama' (known families: qwen3,"),
         ({}, "no known tool-call format for model family '(none in config.json)'"),
     ],
     ids=["no config", "unknown family", "no family"],
@@ -87,6 +88,15 @@ def test_a_folder_without_a_known_family_is_one_line(tmp_path: Path, config: dic
     run = run_trade("eval", "serve", str(model(tmp_path, config)))
     assert run.code == 2 and run.out == ""
     assert run.err.startswith("error: ") and message in run.err and len(run.err.strip().splitlines()) == 1
+    assert config is None or "pass --tool-call-parser NAME" in run.err
+
+
+def test_a_base_that_states_its_format_is_served_with_it_and_without_reasoning(tmp_path: Path) -> None:
+    """A `trade model` base is a llama by architecture that writes hermes calls and does not think."""
+    run = run_trade("eval", "serve", str(model(tmp_path, {"model_type": "llama", STATED_FORMAT: "hermes"})))
+    assert run.code == 0, run.err
+    argv = shlex.split(run.out)
+    assert flag(argv, "--tool-call-parser") == "hermes" and "--reasoning-parser" not in argv
 
 
 def test_a_lora_adapter_is_served_on_its_base(tmp_path: Path) -> None:

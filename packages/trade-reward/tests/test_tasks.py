@@ -400,7 +400,7 @@ def test_tools_and_prompt_set_reach_every_task_and_the_manifest(synthetic: Path,
     ("args", "message"),
     [
         (["--tools", "TakeAction,get_news"], "names unknown tools get_news (known: get_price_data,"),
-        (["--prompt-set", "verbose"], "unknown prompt set 'verbose' (valid: compact, default)"),
+        (["--prompt-set", "verbose"], "unknown prompt set 'verbose' (valid: compact, compact-en, default)"),
     ],
 )
 def test_unknown_tools_or_prompt_sets_are_one_line_errors(

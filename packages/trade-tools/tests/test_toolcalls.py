@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from trade_core.errors import TradeError
 from trade_tools.day import TradingDay
 from trade_tools.tool import TOOLS
-from trade_tools.toolcalls import FORMATS, HERMES, QWEN3_CODER, call_format, parse_reply
+from trade_tools.toolcalls import FORMATS, HERMES, QWEN3_CODER, STATED_FORMAT, ModelFormat, model_format, parse_reply
 
 SCHEMAS = [tool.schema() for tool in TOOLS.all().values()]
 STOP = '<tool_call>\n{"name": "TakeAction", "arguments": {"type": "stop", "reasoning": "观望"}}\n</tool_call>'
@@ -97,12 +98,25 @@ def test_a_qwen3_coder_block_without_a_function_stays_text() -> None:
     assert parse_reply(STOP, QWEN3_CODER, SCHEMAS).calls == []  # the other family's format is no call
 
 
-def test_the_format_follows_the_model_family() -> None:
-    assert call_format("qwen3") == HERMES and call_format("qwen3_5_moe") == QWEN3_CODER
-    assert call_format("llama") == HERMES  # the ChatML bases `trade model` builds (SmolLM2)
+def folder(tmp_path: Path, name: str, config: dict[str, object]) -> Path:
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "config.json").write_text(json.dumps(config))
+    return tmp_path / name
+
+
+def test_the_format_follows_the_model_family_or_what_the_folder_states(tmp_path: Path) -> None:
+    assert model_format(folder(tmp_path, "a", {"model_type": "qwen3"})) == ModelFormat(HERMES, thinks=True)
+    qwen3_5 = folder(tmp_path, "b", {"architectures": ["Qwen3_5MoeForConditionalGeneration"]})
+    assert model_format(qwen3_5) == ModelFormat(QWEN3_CODER, thinks=True)
     assert set(FORMATS.values()) == {HERMES, QWEN3_CODER}
-    with pytest.raises(TradeError, match="gemma3"):
-        call_format("gemma3")
+    # a llama writes no hermes calls, unless its folder says it does (the bases `trade model` builds)
+    with pytest.raises(TradeError, match="model family 'llama'") as error:
+        model_format(folder(tmp_path, "c", {"model_type": "llama"}), hint="pass --format NAME")
+    assert error.value.hint and error.value.hint.endswith("; pass --format NAME")
+    stated = folder(tmp_path, "d", {"model_type": "llama", STATED_FORMAT: HERMES})
+    assert model_format(stated) == ModelFormat(HERMES, thinks=False)
+    with pytest.raises(TradeError, match=r"no config\.json"):
+        model_format(tmp_path / "none")
     with pytest.raises(TradeError, match="format"):
         parse_reply(STOP, "json")
 

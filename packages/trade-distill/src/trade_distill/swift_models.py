@@ -7,11 +7,11 @@ template decides how tool calls are rendered: Qwen3 writes hermes JSON in ``<too
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple
 
 from trade_core.errors import TradeError
+from trade_tools.toolcalls import model_family
 
 
 class SwiftModel(NamedTuple):
@@ -30,24 +30,12 @@ FAMILIES = {
 AGENT_TEMPLATES = ("hermes", "qwen3_5")
 
 
-def model_family(model_dir: Path) -> str:
-    """``config.json``'s ``model_type`` (a clear error where there is none)."""
-    config = Path(model_dir) / "config.json"
-    try:
-        family = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError):
-        family = None
-    if not isinstance(family, str) or not family:
-        raise TradeError(f"{config} names no model_type", hint="pass a Hugging Face model folder")
-    return family
-
-
 def swift_model(model_dir: Path) -> SwiftModel:
     """ms-swift's names for the model in ``model_dir``; a family it is not set up for is an error."""
     family = model_family(model_dir)
     if family not in FAMILIES:
         raise TradeError(
-            f"{model_dir}: no ms-swift settings for model family {family!r}",
+            f"{model_dir}: no ms-swift settings for model family {family or '(none in config.json)'!r}",
             hint=f"known: {', '.join(FAMILIES)}; or pass -- --model_type ... --template ... --agent_template ...",
         )
     return FAMILIES[family]

@@ -3,7 +3,8 @@
 A parser that does not match the format the model was trained on does not fail: vLLM returns every tool
 call as plain text, and every backtest day fails with "no tool call". The family is read from the folder's
 ``config.json``: Qwen3 writes hermes JSON in ``<tool_call>`` (parser ``hermes``), Qwen3.5 writes XML
-``<function=...>`` (parser ``qwen3_coder``); both think in ``<think>`` blocks (reasoning parser ``qwen3``).
+``<function=...>`` (parser ``qwen3_coder``); both think in ``<think>`` blocks (reasoning parser ``qwen3``). A base
+built by ``trade model`` states its format in its ``config.json`` and does not think (no reasoning parser).
 A LoRA adapter folder (peft's ``adapter_config.json``) is served on its base model with ``--enable-lora``.
 """
 
@@ -14,7 +15,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
 import shutil
 import signal
 import socket
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from trade_core.errors import TradeError
-from trade_tools.toolcalls import FORMATS as TOOL_PARSERS
+from trade_tools.toolcalls import ModelFormat, model_format
 
 REASONING_PARSER = "qwen3"
 MAX_MODEL_LEN = 20480
@@ -43,31 +43,9 @@ STOP_GRACE_S = 30.0
 """Seconds vLLM gets to shut its engine down after SIGTERM before its process group is killed."""
 
 
-def model_family(model_dir: Path) -> str:
-    """The ``model_type`` of ``model_dir/config.json``, or the snake-cased name of its first architecture."""
-    config_file = model_dir / "config.json"
-    if not config_file.is_file():
-        raise TradeError(f"{model_dir} has no config.json", hint="pass a Hugging Face model folder (merged checkpoint)")
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise TradeError(f"{config_file} is not readable JSON: {error}") from None
-    family = config.get("model_type") if isinstance(config, dict) else None
-    architectures = config.get("architectures") if isinstance(config, dict) else None
-    if not family and isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
-        family = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", architectures[0].split("For")[0]).lower()
-    return family if isinstance(family, str) else ""
-
-
-def tool_parser(model_dir: Path) -> str:
-    """vLLM's tool-call parser for the model in ``model_dir``; an unknown family is an error naming the override."""
-    family = model_family(model_dir)
-    if family not in TOOL_PARSERS:
-        raise TradeError(
-            f"{model_dir}: no known tool-call format for model family {family or '(none in config.json)'!r}",
-            hint="pass --tool-call-parser NAME (hermes for Qwen3-style JSON calls, qwen3_coder for XML calls)",
-        )
-    return TOOL_PARSERS[family]
+def own_format(model_dir: Path) -> ModelFormat:
+    """The format and reasoning of the model in ``model_dir``; an unknown one is an error naming the override."""
+    return model_format(model_dir, hint="pass --tool-call-parser NAME (hermes for JSON calls, qwen3_coder for XML)")
 
 
 class Adapter(NamedTuple):
@@ -133,10 +111,10 @@ def vllm_command(
         str(max_model_len),
         "--enable-auto-tool-choice",
         "--tool-call-parser",
-        parser or tool_parser(model),
-        "--reasoning-parser",
-        REASONING_PARSER,
+        parser or own_format(model).tool_calls,
     ]
+    if parser or own_format(model).thinks:
+        argv += ["--reasoning-parser", REASONING_PARSER]
     if adapter:
         argv += ["--enable-lora", "--lora-modules", f"{name}={model_dir}", "--max-lora-rank", str(adapter.rank)]
     return argv + list(CPU_FLAGS) if cpu_build() else argv

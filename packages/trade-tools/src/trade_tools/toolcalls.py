@@ -9,7 +9,7 @@ as in vLLM and in verl's parsers, which read every block), or to its end when it
 open the block in the prompt, so an opening ``<think>`` is not needed. Then every ``<tool_call>`` block of the
 answer is read, in the family's format:
 
-- ``hermes`` (Qwen3, and the ChatML bases of ``trade model``: SmolLM2, a Llama):
+- ``hermes`` (Qwen3, and the ChatML bases ``trade model`` builds):
   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``;
 - ``qwen3_coder`` (Qwen3.5): ``<tool_call><function=NAME><parameter=K>V</parameter>...</function></tool_call>``,
   each value converted by the tool schema's type of its parameter; a block cut off at the end still counts, as
@@ -26,6 +26,7 @@ import ast
 import json
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from trade_core.errors import TradeError
@@ -39,9 +40,13 @@ FORMATS = {
     "qwen3_5_text": QWEN3_CODER,
     "qwen3_5_moe": QWEN3_CODER,
     "qwen3_5_moe_text": QWEN3_CODER,
-    "llama": HERMES,
 }
-"""The tool-call format of each ``model_type`` (vLLM's ``--tool-call-parser`` names, verl's ``multi_turn.format``)."""
+"""The tool-call format of each ``model_type`` (vLLM's ``--tool-call-parser`` names, verl's ``multi_turn.format``).
+Every family here thinks in ``<think>`` blocks before it answers."""
+STATED_FORMAT = "tool_call_format"
+"""A ``config.json`` key by which a model folder states its format, above its family's: ``trade model`` writes it
+into the bases it builds (SmolLM2 is a ``llama``, whose other models do not write hermes calls); such a base
+does not think."""
 MARKUP = ("<tool_call>", "</tool_call>", "<function=")
 """Tool-call markup of both formats: left in a reply's text, a parser did not read it as a call."""
 CALL_BLOCK = re.compile(r"\s*<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -59,14 +64,52 @@ class ParsedReply(NamedTuple):
     """``(name, arguments as JSON text)`` in the order written."""
 
 
-def call_format(family: str) -> str:
-    """The tool-call format of a model family (``config.json``'s ``model_type``); an unknown one is an error."""
+class ModelFormat(NamedTuple):
+    """How a model folder's model writes tool calls, and whether it thinks first (vLLM's qwen3 reasoning parser)."""
+
+    tool_calls: str
+    thinks: bool
+
+
+def model_family(model_dir: Path) -> str:
+    """The ``model_type`` of ``model_dir/config.json``, or the snake-cased name of its first architecture."""
+    return _family(_config(model_dir))
+
+
+def model_format(model_dir: Path, *, hint: str = "") -> ModelFormat:
+    """The format the folder states (:data:`STATED_FORMAT`), else its family's; neither is an error (with
+    ``hint``, the caller's way around it, after the known families)."""
+    config = _config(model_dir)
+    stated = config.get(STATED_FORMAT)
+    if stated in (HERMES, QWEN3_CODER):
+        return ModelFormat(stated, thinks=False)
+    family = _family(config)
     if family not in FORMATS:
+        known = f"known families: {', '.join(FORMATS)}, or a base built by `trade model`"
         raise TradeError(
-            f"no known tool-call format for model family {family or '(none)'!r}",
-            hint=f"known families: {', '.join(FORMATS)}",
+            f"{model_dir}: no known tool-call format for model family {family or '(none in config.json)'!r}",
+            hint=f"{known}; {hint}" if hint else known,
         )
-    return FORMATS[family]
+    return ModelFormat(FORMATS[family], thinks=True)
+
+
+def _config(model_dir: Path) -> dict[str, Any]:
+    config_file = Path(model_dir) / "config.json"
+    if not config_file.is_file():
+        raise TradeError(f"{model_dir} has no config.json", hint="pass a Hugging Face model folder (merged checkpoint)")
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TradeError(f"{config_file} is not readable JSON: {error}") from None
+    return config if isinstance(config, dict) else {}
+
+
+def _family(config: Mapping[str, Any]) -> str:
+    family = config.get("model_type")
+    architectures = config.get("architectures")
+    if not family and isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
+        family = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", architectures[0].split("For")[0]).lower()
+    return family if isinstance(family, str) else ""
 
 
 def parse_reply(text: str, fmt: str, tools: Sequence[Mapping[str, Any]] = ()) -> ParsedReply:

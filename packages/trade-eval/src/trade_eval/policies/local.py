@@ -44,9 +44,8 @@ from trade_core.cpu_generation import fast_cpu_sampling
 from trade_core.errors import TradeError
 from trade_eval.policies.llm import chat_request, play_reply
 from trade_eval.policy import DayUsage, Policy, RunSettings
-from trade_eval.serving import model_family
 from trade_tools.day import TradingDay
-from trade_tools.toolcalls import call_format, parse_reply
+from trade_tools.toolcalls import model_format, parse_reply
 
 log = structlog.get_logger("trade.eval.local")
 
@@ -93,7 +92,7 @@ def _loaded(settings: RunSettings) -> LocalModel:
 @functools.cache
 def _load(folder: Path, device: str, batch: int) -> LocalModel:
     """One model per folder, device and batch size in a process: loading is seconds, a day's reply much less."""
-    family = model_family(folder)  # before the imports: a wrong folder is the likelier mistake
+    fmt = model_format(folder).tool_calls  # before the imports: a wrong folder is the likelier mistake
     missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
     if missing:
         command = "pip install 'trade-eval[local]'"
@@ -101,7 +100,7 @@ def _load(folder: Path, device: str, batch: int) -> LocalModel:
             f"policy 'local' needs {' and '.join(missing)}",
             hint=command if "torch" not in missing else f"{CPU_TORCH} && {command}",  # the extra keeps a torch
         )
-    return LocalModel(folder, call_format(family), device, batch)
+    return LocalModel(folder, fmt, device, batch)
 
 
 class LocalModel:

@@ -57,7 +57,7 @@ def _setting_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--stop-after", type=click.Choice(STAGE_NAMES), help="Stop after this stage (rerun to go on).")
 def quickstart_command(data: Path | None, out: Path, seeds: str | None, stop_after: str | None, **flags: Any) -> None:
     """Run the loop end to end without a GPU: build a market with a planted signal and embargoed tasks, teach
-    a model (--model: the pretrained SmolLM2-135M by default, the tiny random Qwen3, or your own folder) the
+    a model (--model: the tiny random Qwen3 by default, the pretrained SmolLM2-135M, or your own folder) the
     tool-call format on demonstrations that act on the signal's ranking at random, train it with GRPO
     (trl-grpo), evaluate it before and after on held-out days beside the baselines and the signal's oracle,
     backtest it, and write OUT/report.md and OUT/report.html.
@@ -109,6 +109,7 @@ def _settings(**flags: Any) -> QuickstartSettings:
         first = error.errors()[0]
         flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "a flag"
         given = flags.get(str(first["loc"][0])) if first["loc"] else None
+        given = f"{given:g}" if isinstance(given, float) else given  # as typed: -1, not click's -1.0
         raise TradeError(
             f"{flag} {given}: {first['msg'].removeprefix('Value error, ')}", hint="see `trade quickstart --help`"
         ) from None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trade_core.errors import TradeError
+from trade_tools.toolcalls import HERMES, STATED_FORMAT
 
 CHAT_TEMPLATE = resources.files(__package__).joinpath("chatml_hermes.jinja").read_text(encoding="utf-8")
 """ChatML with hermes tool calls and no thinking: the template every ChatML base here is saved with."""
@@ -108,6 +109,7 @@ def build_base(name: str, out: Path, *, wheel: Path | None = None) -> Path:
         tokenizer.eos_token = tokenizer.pad_token = END_OF_TURN
         tokenizer.chat_template = CHAT_TEMPLATE
         model.config.eos_token_id = model.config.pad_token_id = end
+        setattr(model.config, STATED_FORMAT, HERMES)  # a llama by architecture: say which calls it writes
         model.generation_config = GenerationConfig(
             bos_token_id=model.config.bos_token_id, eos_token_id=[end], pad_token_id=end
         )

@@ -220,17 +220,19 @@ def tokenizer_for(model: str) -> Any:
     from transformers import AutoConfig, AutoTokenizer
     from trl.chat_template_utils import add_response_schema, qwen3_chat_template
 
-    from trade_tools.toolcalls import FORMATS, HERMES
+    from trade_tools.toolcalls import HERMES, STATED_FORMAT
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     try:
         return add_response_schema(tokenizer)
     except ValueError:
-        family = AutoConfig.from_pretrained(model).model_type
+        config = AutoConfig.from_pretrained(model)
+    family = config.model_type
     if family == "qwen3":
         tokenizer.chat_template = qwen3_chat_template
         return add_response_schema(tokenizer)
-    if FORMATS.get(family) == HERMES and tokenizer.chat_template and "<tool_call>" in tokenizer.chat_template:
+    stated = getattr(config, STATED_FORMAT, None)  # a `trade model` base's own word
+    if stated == HERMES and tokenizer.chat_template and "<tool_call>" in tokenizer.chat_template:
         return read_hermes_calls(tokenizer)
     raise TradeError(
         f"TRL cannot parse tool calls with the chat template of {model} ({family})",

@@ -9,7 +9,6 @@ GPU: vLLM rollout memory). Anything can be overridden with Hydra overrides after
 from __future__ import annotations
 
 import importlib.util
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 from trade_core.errors import TradeError
 from trade_tools.episode import MAX_TURNS, TOOL_TEXT_LIMIT
 from trade_tools.runfolder import ROLLOUTS
-from trade_tools.toolcalls import FORMATS, HERMES, QWEN3_CODER
+from trade_tools.toolcalls import HERMES, QWEN3_CODER, model_format
 from trade_train.install import install_hint
 from trade_train.trainer import RunPlan, Trainer, TrainSpec
 
@@ -75,12 +74,10 @@ def model_path(model: str) -> str:
 
 
 def tool_format(model: str) -> str:
-    """verl's tool-call parser for the model family (the one table of :mod:`trade_tools.toolcalls`): hermes (Qwen3
-    JSON) or qwen3_coder (Qwen3.5 XML)."""
-    config = Path(model) / "config.json"
-    if config.is_file():
-        family = json.loads(config.read_text()).get("model_type", "")
-        return FORMATS.get(family, HERMES)
+    """verl's tool-call parser for the model (:func:`trade_tools.toolcalls.model_format`; an unknown family is an
+    error): hermes (Qwen3 JSON) or qwen3_coder (Qwen3.5 XML); a hub name, by its name."""
+    if (Path(model) / "config.json").is_file():
+        return model_format(Path(model)).tool_calls
     return QWEN3_CODER if "qwen3.5" in model.lower() or "qwen3_5" in model.lower() else HERMES
 
 
