@@ -121,6 +121,16 @@ def test_unknown_command_of_a_disabled_plugin_is_reported_by_click(installed_plu
     assert run.code == 2 and "No such command 'hello'" in run.err
 
 
+@pytest.mark.parametrize(
+    ("allowed", "unknown"), [("nosuch", "no installed plugin is called 'nosuch'"), ("core,data", None)]
+)
+def test_a_command_the_allow_list_left_out_says_so(allowed: str, unknown: str | None) -> None:
+    run = run_trade("eval", "--help", env={"TRADE_LOAD_PLUGINS": allowed})
+    assert run.code == 2 and f"No such command 'eval': TRADE_LOAD_PLUGINS={allowed} loads only" in run.err, run.err
+    assert (unknown in run.err) if unknown else "no installed plugin" not in run.err
+    assert "installed: core, data," in run.err
+
+
 def test_collect_attributes_items_and_sets_a_clashing_name_aside_inline(plugin_manager: TradePluginManager) -> None:
     class First:
         @hookimpl

@@ -237,7 +237,9 @@ def test_a_failed_day_and_a_missing_day_say_why(server: Served) -> None:
     status, html = server.get("/day?" + q("scripted", n=FAILING_DAY))
     assert status == 200 and "server error 500 after 3 retries" in html
     status, html = server.get("/day?" + q("scripted", n=99))
-    assert status == 200 and 'id="problem"' in html and "no line 100" in html
+    assert status == 404 and 'id="problem"' in html and "no line 100" in html
+    status, html = server.get("/day?" + q("scripted", n=-1))
+    assert status == 404
 
 
 def test_filters_losing_failed_tool_errors_reason_and_symbol(server: Served, root: Path) -> None:
@@ -283,6 +285,9 @@ def test_training_steps_with_a_click_to_their_trajectories(server: Served) -> No
     assert status == 200 and html.count("/day?run=train/grpo&amp;step=2&amp;n=") == 3
     status, html = server.get("/day?" + q("train/grpo", step=2, n=2))
     assert status == 200 and "step 2" in html and "get_price_data" in html
+    for missing in (q("train/grpo", step=2, n=999), q("train/grpo", step=99, n=0)):
+        status, html = server.get("/day?" + missing)
+        assert status == 404 and 'id="problem"' in html
 
 
 class Idle(Policy):

@@ -87,7 +87,7 @@ def report(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> P
     out = tmp_path_factory.mktemp("report") / "report.html"
     done = run_trade("eval", "report", str(runs["scripted"]), "--out", str(out))
     assert done.code == 0, done.err
-    assert f"wrote {out}" in done.out
+    assert f"wrote {out} (1 run, " in done.out
     return out
 
 
@@ -269,6 +269,10 @@ def test_several_runs_side_by_side_on_their_common_days(runs: dict[str, Path], t
     assert re.search(r"[+-]\d+\.\d+% \[[+-]\d+\.\d+%,\s[+-]\d+\.\d+%\]", common)  # a total return with its interval
     for index, name in enumerate(("scripted", "hold", "momentum"), start=1):
         assert f'id="run-{index}"' in html and f"Days: {name}" in html
+    out = tmp_path / "cli" / "report.html"
+    folders = [str(runs[name]) for name in ("scripted", "hold", "momentum")]
+    done = run_trade("eval", "report", *folders, "--out", str(out))
+    assert done.code == 0 and "(3 runs compared on the 3 days they all have;" in done.out, done.out
 
 
 def test_damaged_conventions_fall_back_to_the_defaults(runs: dict[str, Path], tmp_path: Path) -> None:

@@ -75,11 +75,13 @@ def test_a_rerun_skips_finished_stages_and_refuses_other_flags(tmp_path: Path) -
         ("--temperature", "-0.5"),
         ("--symbols", "2"),
         ("--model", "no-such-model"),
+        ("--signal", "FOO:0.3"),
     ],
 )
 def test_a_value_a_setting_refuses_is_one_line_before_anything_runs(tmp_path: Path, flag: tuple[str, str]) -> None:
     run = run_trade("quickstart", "--out", str(tmp_path / "qs"), *flag)
-    assert run.code == 2 and run.err.startswith(f"error: {flag[0]} {flag[1]}: "), run.err
+    assert run.code == 2 and run.err.startswith(f"error: {flag[0]} "), run.err
+    assert flag[1] in run.err.splitlines()[0], run.err  # the value as typed
     assert len(run.err.strip().splitlines()) == 1, run.err
     assert not (tmp_path / "qs").exists()
 
@@ -135,6 +137,9 @@ def test_a_short_quickstart_runs_end_to_end_and_resumes(tmp_path: Path) -> None:
         f"| 1 | {step['trade/reward/score/mean']:+.3f} | {share} | {step['trade/failure/no_valid_call']:.0%} |"
         in report
     )
+    # TRL's clipped ratio stands beside our truncated share (it counts more: issue 39)
+    clipped = step["trl/completions/clipped_ratio"]
+    assert f"| {step['trade/failure/truncated']:.0%} | {clipped:.0%} | {step['trade/failure/no_stop']:.0%} |" in report
     assert (out / "grpo.png").read_bytes().startswith(b"\x89PNG")
     compared = json.loads((out / "evaluate" / "compare.json").read_text())
     assert f"Trained against untrained (`trade eval compare`): {compared['verdicts'][0]}." in report

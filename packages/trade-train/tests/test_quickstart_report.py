@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from trade_tools.runfolder import TasksSummary
 from trade_train.quickstart.report import exploit_lesson, flat_steps, write_seeds_report
 from trade_train.quickstart.stages import STATE
@@ -96,3 +98,42 @@ def test_the_seeds_report_counts_the_seeds_its_rows_show(tmp_path: Path) -> None
     assert "In 2 of 3 seeds the trained model beats its untrained self" in text
     assert "in 2 of 3 its exploit share at least doubled" in text
     assert "[seed 0](seed-0/report.md)" in text
+
+
+def test_a_run_whose_first_stage_fails_leaves_no_folder_it_created(tmp_path: Path) -> None:
+    from trade_core.errors import TradeError
+    from trade_train.quickstart.settings import QuickstartSettings
+    from trade_train.quickstart.stages import Stage, run_stages
+
+    def refused(context: object) -> dict:
+        raise TradeError("refused")
+
+    def done(context: object) -> dict:
+        return {}
+
+    settings = QuickstartSettings()
+    for folder, stages, kept in [
+        (tmp_path / "new", [Stage("a", "A", refused)], False),
+        (tmp_path, [Stage("a", "A", refused)], True),  # the user's own folder stays
+        (tmp_path / "later", [Stage("a", "A", done), Stage("b", "B", refused)], True),  # a finished stage stays
+    ]:
+        with pytest.raises(TradeError):
+            run_stages(folder, settings, stages)
+        assert folder.exists() == kept, folder
+
+
+def test_half_means_weigh_each_step_by_its_rollouts_and_carry_an_interval() -> None:
+    from trade_train.quickstart.learning import halves
+
+    steps = [
+        {"step": 1, "trade/trajectories": 16, "x": 0.0},
+        {"step": 2, "trade/trajectories": 2, "x": 1.0},  # two scored rollouts: it moves the mean little
+        {"step": 3, "trade/trajectories": 16, "x": 0.5},
+        {"step": 4, "trade/trajectories": 16, "x": 0.5},
+    ]
+    first, second = halves(steps, "x")
+    assert first.mean == pytest.approx(2 / 18) and first.steps == (1, 2)
+    assert first.interval is not None and 0.0 <= first.interval[0] <= first.mean <= first.interval[1] <= 1.0
+    assert second.mean == 0.5 and second.interval == (0.5, 0.5) and second.steps == (3, 4)
+    only = halves(steps[:1], "x")
+    assert only is not None and only[0].interval is None and halves(steps, "missing") is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 import sys
 
@@ -11,7 +12,7 @@ import click
 from trade_core import env, hookspecs
 from trade_core.errors import TradeError
 from trade_core.logging import configure_logging
-from trade_core.plugins import TradePluginManager, get_manager
+from trade_core.plugins import ENTRY_POINT_GROUP, TradePluginManager, get_manager
 from trade_core.registry import Clash, Registry
 
 COMMANDS = Registry(hookspecs.trade_register_commands, "command", click.Command)
@@ -23,7 +24,8 @@ def _versions(manager: TradePluginManager) -> str:
 
 
 class TradeGroup(click.Group):
-    """A group that turns :class:`TradeError` into one line on stderr and exit status 2."""
+    """A group that turns :class:`TradeError` into one line on stderr and exit status 2, and says when a command
+    is missing because the plugin allow-list left its plugin out."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -31,6 +33,20 @@ class TradeGroup(click.Group):
         except TradeError as exc:
             click.echo(f"error: {exc.one_line()}", err=True)
             ctx.exit(2)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        allowed = os.environ.get(env.LOAD_PLUGINS)
+        if allowed is not None and args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
+            installed = {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+            unknown = sorted({n.strip() for n in allowed.split(",") if n.strip()} - installed)
+            named = f"; no installed plugin is called {', '.join(map(repr, unknown))}" if unknown else ""
+            ctx.fail(
+                f"No such command {args[0]!r}: {env.LOAD_PLUGINS}={allowed} loads only the plugins it names{named} "
+                f"(installed: {', '.join(sorted(installed))}; unset it to load them all)"
+            )
+        return super().resolve_command(ctx, args)
 
 
 class LazyGroup(click.Group):

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from trade_core.errors import TradeError, error_line
+
+if TYPE_CHECKING:
+    from trade_eval.report.runs import Run
 
 
 @click.command("report")
@@ -54,5 +58,12 @@ def report_command(run_dirs: tuple[Path, ...], out: Path | None, force: bool) ->
         for problem in run.problems:
             click.echo(f"warning: {run.name}: {problem}", err=True)
     charts = ", ".join(str(p) for p in files.charts.values()) or "no charts (no NAV to draw)"
-    days = sum(len(run.days) for run in runs)
-    click.echo(f"wrote {files.html} ({len(runs)} runs, {days} days; {charts}) in {time.perf_counter() - started:.1f}s")
+    click.echo(f"wrote {files.html} ({_what(runs)}; {charts}) in {time.perf_counter() - started:.1f}s")
+
+
+def _what(runs: list[Run]) -> str:
+    """``1 run, 60 days``, or how many days several runs are compared on (the dates they all have)."""
+    if len(runs) == 1:
+        return f"1 run, {len(runs[0].days)} days"
+    common = set.intersection(*({day.date for day in run.days} for run in runs))
+    return f"{len(runs)} runs compared on the {len(common)} days they all have"

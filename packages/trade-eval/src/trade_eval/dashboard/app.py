@@ -49,8 +49,8 @@ _ENV = jinja2.Environment(
 _ENV.filters.update(cny=cny, pct=pct, num=num, count=count, sign=sign, state=state)
 
 
-def page(name: str, **context: Any) -> web.Response:
-    return web.Response(text=_ENV.get_template(name).render(**context), content_type="text/html")
+def page(name: str, status: int = 200, **context: Any) -> web.Response:
+    return web.Response(text=_ENV.get_template(name).render(**context), content_type="text/html", status=status)
 
 
 def run_of(request: web.Request, key: str = "run", *, read: bool = True) -> RunState:
@@ -127,20 +127,24 @@ async def run_page(request: web.Request) -> web.Response:
 
 
 async def day_page(request: web.Request) -> web.Response:
+    """A day's page; one the run has no line for is a 404 (the page still says why)."""
     state = run_of(request)
-    record, problem, step = None, "", None
+    record, problem, step, n = None, "", None, number(request, "n")
     if state.run.kind == "training":
         step = number(request, "step")
-        trajectory, problem = state.trajectory(step=step, line=number(request, "n"))
+        trajectory, problem = state.trajectory(step=step, line=n)
+        index = state.trajectory_index(step)
+        lines = len(index) if index is not None else 0
     else:
-        record, problem = views.record_of(state, number(request, "n"))
-        trajectory = None
+        record, problem = views.record_of(state, n)
+        trajectory, lines = None, len(state.records())
         if record is not None:
             trajectory, problem = state.trajectory(record["trajectory_id"])
     return page(
         "day.html.j2",
+        status=200 if 0 <= n < lines else 404,
         run=state.run,
-        n=number(request, "n"),
+        n=n,
         step=step,
         record=record,
         problem=problem,

@@ -149,7 +149,7 @@ class Hold(_TargetWeights):
     trade. Dividends and bonus shares arrive as cash (the backtest's corporate-action rule)."""
 
     name = "hold"
-    description = "buy the first day's pool in equal weights, then hold (never trades again)"
+    description = "keep what is held; holding no stock (a backtest's first day), buy the pool in equal weights"
     reasoning = "持有基线：首日等权买入股票池，之后不再交易"
 
     def weights(self, episode: Episode, settings: RunSettings) -> Mapping[str, float] | None:

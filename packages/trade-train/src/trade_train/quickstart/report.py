@@ -11,6 +11,7 @@ from trade_core.files import atomic_write
 from trade_tools.runfolder import BacktestSummary, TasksSummary
 from trade_train.quickstart.learning import (
     STEP_COLUMNS,
+    Half,
     chance_share,
     failure_rate,
     failure_share,
@@ -27,6 +28,11 @@ REPORT, PAGE, CHART = "report.md", "report.html", "grpo.png"
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
+
+
+def _half(half: Half, form: str) -> str:
+    """A half's mean with its interval where it has one."""
+    return f"{half.mean:{form}}" + ("" if half.interval is None else f" [{_interval(list(half.interval), form)}]")
 
 
 def _num(value: float | None) -> str:
@@ -130,6 +136,34 @@ def exploit_lesson(summaries: dict[str, TasksSummary], chance: float | None) -> 
     return text
 
 
+def backtest_notes(summary: BacktestSummary, *, synthetic: bool) -> str:
+    """What a quant reader would otherwise misread in the backtest table: the index, and annualised figures over
+    a short window."""
+    from trade_eval.backtest import INDEX_ROW
+
+    days = max(len(summary.nav.get("dates", [])) - 1, 0)  # the first date is the base close
+    per_year = summary.conventions["trading_days_per_year"]
+    text = (
+        f"Annualised figures ({per_year} trading days a year) extrapolate {days} days: over a window this short "
+        "they are noise; read the total return and its interval. "
+    )
+    if synthetic:
+        text += (
+            f"`{INDEX_ROW}` here is the synthetic market's own index (float-cap weighted, of its largest stocks), "
+            "not the real CSI300."
+        )
+    return text
+
+
+def baseline_words(summaries: dict[str, TasksSummary]) -> list[tuple[str, str]]:
+    """Each baseline of the run with the description its policy registers."""
+    from trade_eval.policy import POLICIES
+    from trade_train.quickstart.pipeline import SIDES
+
+    known = POLICIES.all()
+    return [(name, known[name].description) for name in summaries if name in known and name not in SIDES]
+
+
 def tasks_summaries(evaluate: dict[str, Any]) -> dict[str, TasksSummary]:
     """The evaluate stage's summaries (stored as their summary.json) read back through the run-folder model."""
     return {side: TasksSummary.model_validate(summary) for side, summary in evaluate["summaries"].items()}
@@ -144,17 +178,20 @@ def lessons(
 ) -> str:
     """The plain paragraph: what moved, what did not, each number from this run and each clause chosen by them."""
     trained, untrained = summaries["trained"], summaries["untrained"]
-    early, late = halves(steps, "trade/reward/score/mean")
+    rewards = halves(steps, "trade/reward/score/mean")
     text = ""
-    if early is None:
+    if rewards is None:
         text += "GRPO logged no step. "
     else:
-        share_early, share_late = halves(steps, "trade/exploit_share")
+        shares = halves(steps, "trade/exploit_share")
+        (first, last), share = rewards, ""
+        if shares is not None:
+            share = f", the exploit share from {_half(shares[0], '.1%')} to {_half(shares[1], '.1%')}"
         text += (
-            f"During GRPO ({len(steps)} steps) the mean rollout reward went from {_num(early)} (first half of the "
-            f"steps) to {_num(late)} (second half)"
-            + ("" if share_early is None else f", the exploit share from {_pct(share_early)} to {_pct(share_late)}")
-            + f"; GRPO learns only from a group whose rollouts scored differently: {_differing(steps)} here. "
+            f"During GRPO ({len(steps)} steps) the mean rollout reward went from {_half(first, '+.3f')} (steps "
+            f"{first.steps[0]}-{first.steps[1]}) to {_half(last, '+.3f')} (steps {last.steps[0]}-{last.steps[1]})"
+            f"{share} (each step weighted by its rollouts; [95% interval, steps resampled]); GRPO learns only from "
+            f"a group whose rollouts scored differently: {_differing(steps)} here. "
         )
     text += f"On the held-out tasks, trained against untrained: {verdict}. " + exploit_lesson(summaries, chance)
     failed_before, failed_after = failure_rate(untrained), failure_rate(trained)
@@ -259,6 +296,10 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         "",
         *learning_table(steps),
         "",
+        f"Truncated: rollouts our scoring ended on the token budget ({s.rollout_tokens} tokens of replies and tool "
+        "texts); clipped (TRL): rollouts TRL saw end without an end-of-turn token, which also counts a day that "
+        "stopped before the cut or ended on a reply without a call.",
+        "",
         *([warning, ""] if (warning := flat_steps(steps)) else []),
         "## What it learned",
         "",
@@ -267,9 +308,10 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         f"## Backtest of the held-out days ({PAGE})",
         "",
     ]
-    played = results["backtest"]["summaries"]
-    table = backtest_rows({side: BacktestSummary.model_validate(summary) for side, summary in played.items()})
-    lines += ["```", *table_lines(table), "```", ""]
+    played = {side: BacktestSummary.model_validate(v) for side, v in results["backtest"]["summaries"].items()}
+    table = backtest_rows(played)
+    lines += ["```", *table_lines(table), "```", "", backtest_notes(table, synthetic=s.data is None), ""]
+    lines += ["Baselines:", "", *(f"- `{name}`: {text}" for name, text in baseline_words(summaries)), ""]
     times = json.loads((ctx.out / STATE).read_text(encoding="utf-8"))["finished"]
     rows = [[name, f"{stage['seconds']:.0f}"] for name, stage in times.items()]
     rows.append(["total", f"{sum(stage['seconds'] for stage in times.values()):.0f}"])

@@ -110,6 +110,15 @@ class QuickstartSettings(BaseModel):
     model_layers: int = Field(2, ge=1, description="layers of the random-init Qwen3 (--model tiny)")
     model_hidden: int = Field(64, ge=32, description="hidden size of the random-init Qwen3 (--model tiny)")
 
+    @field_validator("signal")
+    @classmethod
+    def _plantable(cls, signal: str) -> str:
+        from trade_data.signals import PlantedSignal
+
+        if signal != NO_SIGNAL:
+            PlantedSignal.parse(signal)  # its one-line error before anything runs
+        return signal
+
     @field_validator("model")
     @classmethod
     def _known_or_folder(cls, model: str) -> str:

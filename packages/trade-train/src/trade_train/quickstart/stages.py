@@ -80,9 +80,21 @@ def load_state(out: Path, settings: QuickstartSettings) -> State:
 def run_stages(
     out: Path, settings: QuickstartSettings, stages: Sequence[Stage], *, stop_after: str | None = None
 ) -> State:
-    """Run the unfinished stages in order (up to ``stop_after``), recording each; returns the state."""
+    """Run the unfinished stages in order (up to ``stop_after``), recording each; returns the state. A folder
+    this call created is removed again when its first stage fails: a refused run leaves nothing behind."""
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    state = load_state(out, settings)
+    try:
+        return _run(out, load_state(out, settings), settings, stages, stop_after)
+    except BaseException:
+        if created and not (out / STATE).exists():
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _run(
+    out: Path, state: State, settings: QuickstartSettings, stages: Sequence[Stage], stop_after: str | None
+) -> State:
     for number, stage in enumerate(stages, 1):
         label = f"[{number}/{len(stages)}] {stage.title}"
         if stage.name in state.finished:

@@ -113,11 +113,19 @@ class Scorer:
         return taken
 
 
+TRL_CLIPPED = "completions/clipped_ratio"
+"""TRL's share of a step's completions whose last token is no end of turn: cut by the token budget, or ended on a
+tool text because the budget left no room for the next reply. Kept in metrics.jsonl as ``trl/...``."""
+
+
 def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
-    """A TrainerCallback writing each step's metrics line and Trajectory records (TRL is imported late)."""
+    """A TrainerCallback writing each step's metrics line and Trajectory records (TRL is imported late). The
+    line waits for the step's log (which follows the step's end) to carry TRL's own clipped ratio beside ours."""
     from transformers import TrainerCallback
 
     class StepRecorder(TrainerCallback):
+        pending: dict[str, Any] | None = None
+
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             rollouts = scorer.take()
             if not rollouts:
@@ -126,12 +134,26 @@ def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
             metrics = step_metrics(rollouts, scorer.store)
             records = [r.trajectory(model=model, step=step).model_copy(update={"source": SOURCE}) for r in rollouts]
             write_trajectories(step_file(run_dir / ROLLOUTS, step), records)
-            with open(run_dir / METRICS, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"step": step, **metrics}) + "\n")
+            self.write()  # a step whose log never came
+            self.pending = {"step": step, **metrics}
             log.info("trl_grpo.step", step=step, **{k.removeprefix("trade/"): round(v, 4) for k, v in metrics.items()})
             get_manager().notify(trade_step_metrics, trainer=SOURCE, step=step, metrics=metrics)
             if warning := flat_warning(metrics):
                 log.warning("trl_grpo.flat_groups", step=step, warning=warning)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+            if self.pending is not None and logs and TRL_CLIPPED in logs:
+                self.pending[f"trl/{TRL_CLIPPED}"] = float(logs[TRL_CLIPPED])
+                self.write()
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.write()
+
+        def write(self) -> None:
+            if self.pending is not None:
+                with open(run_dir / METRICS, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(self.pending) + "\n")
+                self.pending = None
 
     return StepRecorder()
 
