@@ -198,3 +198,23 @@ def test_the_hook_check_names_a_hook_that_returns_its_items(plugin_manager: Trad
 
     plugin_manager.pm.add_hookspecs(Specs)
     assert _unfit_hooks(plugin_manager) == ["trade_register_gadgets", "trade_widgets"]
+
+
+def test_events_reach_plugins_in_pluggy_s_own_order(plugin_manager: TradePluginManager, tmp_path: Path) -> None:
+    """`notify` (each plugin alone) calls them as one pluggy call would: tryfirst first, then last registered."""
+    heard: list[str] = []
+
+    def listener(name: str, **marks: bool) -> object:
+        class Listener:
+            @hookimpl(**marks)
+            def trade_run_finished(self, kind: str, folder: Path) -> None:
+                heard.append(name)
+
+        return Listener()
+
+    for name, marks in [("a", {}), ("b", {"tryfirst": True}), ("c", {}), ("d", {"trylast": True})]:
+        plugin_manager.register(listener(name, **marks), name)
+    plugin_manager.hook.trade_run_finished(kind="backtest", folder=tmp_path)
+    pluggy_order, heard[:] = list(heard), []
+    plugin_manager.notify(hookspecs.trade_run_finished, kind="backtest", folder=tmp_path)
+    assert heard == pluggy_order == ["b", "c", "a", "d"]

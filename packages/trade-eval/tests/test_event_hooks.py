@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from trade_core import hookimpl
+from trade_core.errors import PluginError
 from trade_core.plugins import TradePluginManager, load_entry_points, new_manager
 from trade_core.testing import inline_plugin, run_trade
 from trade_data.store import MarketStore
@@ -143,19 +144,61 @@ def test_a_backtest_under_the_example_plugin_holds_cash_and_notes_the_vetoes_in_
     assert set(free[0]["holdings"]) == set(POOL) and not (tmp_path / "free" / "risk_cap.json").exists()
 
 
-def test_a_plugin_raising_in_an_event_hook_is_reported_once_and_the_run_goes_on(
+def test_an_observer_that_raises_is_reported_once_and_the_run_goes_on(
     synth: MarketStore, manager: TradePluginManager, tmp_path: Path
 ) -> None:
+    calls: list[str] = []
+
+    class Broken:
+        @hookimpl
+        def trade_tool_called(self, episode: Episode, name: str, arguments: Any, answer: str) -> None:
+            calls.append(name)
+            raise RuntimeError("broken on purpose")
+
+    with inline_plugin(manager, Broken(), "broken"):
+        _backtest(synth, manager, tmp_path / "run")
+    assert [(f.origin.name, f.hook) for f in manager.failures] == [("broken", "trade_tool_called")]
+    assert len(calls) == 1  # not asked again
+    days = [json.loads(line) for line in (tmp_path / "run" / "days.jsonl").read_text().splitlines()]
+    assert set(days[0]["holdings"]) == set(POOL)
+
+
+def test_a_veto_that_raises_blocks_every_order_it_is_asked_about(
+    synth: MarketStore, manager: TradePluginManager, tmp_path: Path
+) -> None:
+    """The veto fails closed: a risk check that cannot run must not let the order through, this time or the next."""
+    asked: list[str] = []
+
+    class Broken:
+        @hookimpl
+        def trade_veto_order(self, episode: Episode, order: Any) -> str | None:
+            asked.append(order.symbol)
+            raise RuntimeError("broken on purpose")
+
+    with inline_plugin(manager, Broken(), "broken"):
+        episode = _episode(synth, manager)
+        first = episode.call("TakeAction", {"type": "buy", "symbol": POOL[0], "amount": 100})
+        second = episode.call("TakeAction", {"type": "buy", "symbol": POOL[1], "amount": 100})
+        _backtest(synth, manager, tmp_path / "run")
+    assert first == "错误：订单被否决：broken检查失败" and second == first
+    assert asked[:2] == POOL[:2] and len(asked) > 2 and not episode.positions and manager.failures == []
+    days = [json.loads(line) for line in (tmp_path / "run" / "days.jsonl").read_text().splitlines()]
+    assert all(day["holdings"] == {} for day in days)  # every buy of the backtest vetoed
+
+
+def test_strict_mode_ends_the_run_with_one_line(synth: MarketStore, manager: TradePluginManager) -> None:
     class Broken:
         @hookimpl
         def trade_veto_order(self, episode: Episode, order: Any) -> str | None:
             raise RuntimeError("broken on purpose")
 
-    with inline_plugin(manager, Broken(), "broken"):
-        _backtest(synth, manager, tmp_path / "run")
-    assert [(f.origin.name, f.hook) for f in manager.failures] == [("broken", "trade_veto_order")]
-    days = [json.loads(line) for line in (tmp_path / "run" / "days.jsonl").read_text().splitlines()]
-    assert set(days[0]["holdings"]) == set(POOL)  # a broken plugin vetoes nothing
+    with inline_plugin(manager, Broken(), "broken"), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRADE_STRICT_PLUGINS", "1")
+        episode = _episode(synth, manager)
+        with pytest.raises(PluginError, match=r"plugin 'broken' from .* failed in trade_veto_order: RuntimeError"):
+            episode.call("TakeAction", {"type": "buy", "symbol": POOL[0], "amount": 100})
+        with pytest.raises(PluginError):
+            _backtest(synth, manager, synth.path.parent / "strict")
 
 
 @pytest.mark.slow  # pip-installs the example

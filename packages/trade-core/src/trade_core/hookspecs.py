@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pluggy
 
@@ -32,13 +32,25 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 EVENT = f"{PROJECT}_event"
 """The attribute :func:`eventspec` sets on a hookspec: what tells an event hook from a ``register`` hook."""
+FAILS_CLOSED = f"{PROJECT}_fails_closed"
+"""The attribute ``@eventspec(fails_closed=True)`` sets: a plugin that raises in the hook answers with its failure."""
 RunKind = Literal["backtest", "tasks", "training"]
 
 
-def eventspec(function: F) -> F:
-    """A hookspec for an event: every plugin implementing it is called, alone, each time the event happens."""
-    setattr(function, EVENT, True)
-    return hookspec(function)
+def eventspec(function: F | None = None, *, fails_closed: bool = False) -> Any:
+    """A hookspec for an event: every plugin implementing it is called, alone, each time the event happens.
+
+    The failure policy is the spec's: by default a plugin that raises is reported once and not called for the
+    hook again (an observer's bug must not stop the run); ``@eventspec(fails_closed=True)`` makes its failure
+    its answer, every time, and keeps asking it (a check that cannot run must not pass: a risk veto).
+    """
+
+    def mark(spec: F) -> F:
+        setattr(spec, EVENT, True)
+        setattr(spec, FAILS_CLOSED, fails_closed)
+        return hookspec(spec)
+
+    return mark if function is None else mark(function)
 
 
 def adds_hookspecs(module: ModuleType) -> Callable[[pluggy.PluginManager], None]:

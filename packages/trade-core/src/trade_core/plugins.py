@@ -102,11 +102,12 @@ class TradePluginManager:
         return caller
 
     def alone(self, spec: Callable[..., object]) -> Iterator[tuple[PluginOrigin, Callable[..., list[Any]]]]:
-        """Each implementation of ``spec``'s hook as a caller of that plugin alone, with its origin; plugins that
-        failed in the hook before are left out. Through pluggy, so ``TRADE_TRACE_PLUGINS=1`` sees each call."""
+        """Each implementation of ``spec``'s hook as a caller of that plugin alone, with its origin, in the order
+        pluggy calls them (``tryfirst`` first, then the last registered first); plugins that failed in the hook
+        before are left out. Through pluggy, so ``TRADE_TRACE_PLUGINS=1`` sees each call."""
         caller = self.caller(spec)
         impls = caller.get_hookimpls()
-        for impl in impls:
+        for impl in reversed(impls):  # pluggy keeps them in the reverse of its call order
             origin = self.origin(impl.plugin_name)
             if not self.failed(origin.name, caller.name):
                 others = [i.plugin for i in impls if i is not impl]
@@ -114,26 +115,43 @@ class TradePluginManager:
 
     def notify(self, spec: Callable[..., object], **kwargs: Any) -> list[tuple[PluginOrigin, Any]]:
         """Call the event hook ``spec`` (:func:`~trade_core.hookspecs.eventspec`) once per plugin: what each
-        returned (None left out), by plugin. A plugin that raises is reported (:meth:`fail`) and not called
-        for this hook again; the others still are."""
+        returned (None left out), by plugin, in pluggy's order. A plugin that raises is handled by the spec's
+        failure policy: reported (:meth:`fail`) and not called for this hook again, or, for a hook that fails
+        closed, logged and answered by its :class:`PluginFailure` (asked again next time). Under
+        ``TRADE_STRICT_PLUGINS=1`` either raises a :class:`PluginError`, which ends the run."""
         if not getattr(spec, hookspecs.EVENT, False):
             raise TypeError(f"{spec.__name__} is not an event hook (@eventspec)")
         answers: list[tuple[PluginOrigin, Any]] = []
         for origin, alone in self.alone(spec):
             with plugin_code() as caught:
                 answers += [(origin, answer) for answer in alone(**kwargs)]
-            if caught.error is not None:
+            if caught.error is None:
+                continue
+            if not getattr(spec, hookspecs.FAILS_CLOSED, False):
                 self.fail(origin, caught.error, spec.__name__)
+                continue
+            failure = _failure(origin, caught.error, spec.__name__)
+            if os.environ.get(env.STRICT_PLUGINS) == "1":
+                raise PluginError(failure.one_line(), hint=_strict_hint(origin)) from caught.error
+            log.error(failure.one_line())
+            answers.append((origin, failure))
         return answers
 
     def fail(self, origin: PluginOrigin, error: BaseException, hook: str | None = None) -> None:
         """Record a broken plugin and log one line naming it; under ``TRADE_STRICT_PLUGINS=1`` raise instead."""
-        failure = PluginFailure(origin, hook, " ".join(f"{type(error).__name__}: {error}".split()))
+        failure = _failure(origin, error, hook)
         if os.environ.get(env.STRICT_PLUGINS) == "1":
-            hint = f"uninstall {origin.dist} or unset {env.STRICT_PLUGINS}"
-            raise PluginError(failure.one_line(), hint=hint) from error
+            raise PluginError(failure.one_line(), hint=_strict_hint(origin)) from error
         self.failures.append(failure)
         log.error(failure.one_line())
+
+
+def _failure(origin: PluginOrigin, error: BaseException, hook: str | None) -> PluginFailure:
+    return PluginFailure(origin, hook, " ".join(f"{type(error).__name__}: {error}".split()))
+
+
+def _strict_hint(origin: PluginOrigin) -> str:
+    return f"uninstall {origin.dist} or unset {env.STRICT_PLUGINS}"
 
 
 def hook_name(spec: Callable[..., object]) -> str:

@@ -123,7 +123,9 @@ def collect(manager: TradePluginManager, spec: Callable[..., None], expect: type
     hook = hook_name(spec)
     first: dict[str, Provided[Any]] = {}
     clashes: list[Clash] = []
-    for origin, alone in manager.alone(spec):  # a plugin failed in the hook is skipped for good: never half-used
+    registered = {name: rank for rank, name in enumerate(manager.origins)}
+    callers = sorted(manager.alone(spec), key=lambda pair: registered.get(pair[0].name, len(registered)))
+    for origin, alone in callers:  # in registration order; one failed in the hook is skipped for good
         items: list[Any] = []
         with plugin_code() as caught:
             alone(register=items.append)

@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 
-from trade_core.errors import error_line
+from trade_core.errors import PluginError, error_line
 from trade_data.store import MarketStore
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
 from trade_tools.day import TradingDay
@@ -32,6 +32,8 @@ async def play_day(
         usage = await policy.play(day, settings)
     except PolicyUnavailable as error:
         usage, failure = error.usage, error_line(error) or type(error).__name__
+    except PluginError:  # strict mode: a broken plugin ends the run
+        raise
     except Exception as error:
         log.exception(event, policy=policy.name, **where)
         failure = f"policy {policy.name} raised {type(error).__name__}: {error_line(error)}"

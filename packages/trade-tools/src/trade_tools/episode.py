@@ -20,7 +20,7 @@ import structlog
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 from pydantic_core import ErrorDetails
 
-from trade_core.errors import TradeError
+from trade_core.errors import PluginError, TradeError
 from trade_core.plugins import TradePluginManager, get_manager
 from trade_data.store import Bars, MarketStore, PointInTimeView
 from trade_data.symbols import Board, board_of
@@ -324,6 +324,8 @@ class Episode(BaseModel):
             except ToolError as error:
                 self.tool_errors += 1
                 text = say("错误：", "Error: ") + error.one_line()
+            except PluginError:  # strict mode: a broken plugin ends the run, not the model's turn
+                raise
             except (Exception, SystemExit) as error:  # a bug (sys.exit too) must not kill a rollout: counted, logged
                 self.internal_errors += 1
                 self.tool_errors += 1

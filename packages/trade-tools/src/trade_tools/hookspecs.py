@@ -38,13 +38,14 @@ def trade_tool_called(episode: Episode, name: str, arguments: str | dict[str, An
     """
 
 
-@eventspec
+@eventspec(fails_closed=True)
 def trade_veto_order(episode: Episode, order: Fill) -> str | None:
     """An order is about to execute: ``order`` is its planned fill (real symbol and shares, price, fees) on
     ``episode`` before the trade; return a reason to veto it, or None to let it through.
 
     A vetoed order changes nothing (cash, positions and the day's actions stay as they were) and the model
     reads ``错误：订单被否决：<reason>`` as the call's answer, so write the reason in the model's language.
-    Orders the rules refuse never get here. A plugin that raises is reported once and not asked again: it
-    does not veto. Added in 0.1.
+    Orders the rules refuse never get here. The hook fails closed: a plugin that raises vetoes the order (the
+    model reads that the check failed), is logged, and is asked again on the next order; under
+    ``TRADE_STRICT_PLUGINS=1`` it ends the run instead. Added in 0.1.
     """

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
+from trade_core.plugins import PluginFailure
 from trade_tools import hookspecs
 from trade_tools.execution import Refused, apply_fill, plan_order
 from trade_tools.portfolio import MAX_SHARES, ActionRecord
@@ -73,8 +74,10 @@ class TakeAction(Tool):
             record.reason = str(refusal)
             return say(f"订单被拒绝：{refusal}。", f"Order refused: {refusal}. ") + _account(episode)
         vetoes = [
-            str(reason)
-            for _, reason in episode.manager.notify(hookspecs.trade_veto_order, episode=episode, order=record.fill)
+            say(f"{origin.name}检查失败", f"the check of {origin.name} failed")
+            if isinstance(reason, PluginFailure)
+            else str(reason)
+            for origin, reason in episode.manager.notify(hookspecs.trade_veto_order, episode=episode, order=record.fill)
         ]
         if vetoes:  # as if the order had never been placed: the model reads why, as an error
             episode.actions.remove(record)
