@@ -228,11 +228,16 @@ class TestParsers:
         (thinking on) reads the text before the first <tool_call> as reasoning: that is stored apart, as
         reasoning; the calls the server parsed are the hermes calls the model wrote (names and arguments), and the
         text around them is the reply's text; under the XML parser the model wrote its calls all the same, and
-        vLLM dropped them."""
-        calls = thought = 0
-        for trajectory, index in assistant_turns(backtest_run):
+        vLLM dropped them. A reply the tiny model rambled through to the token limit is left to the next test
+        (a reply cut short); the others are most of them."""
+        calls = thought = cut = 0
+        turns = list(assistant_turns(backtest_run))
+        for trajectory, index in turns:
             message = trajectory.messages[index]
             text, finish = written(server, trajectory, index)
+            if finish == "length":
+                cut += 1
+                continue
             assert finish == "stop", text
             head = text.split("<tool_call>")[0]
             model_wrote = parse_reply(text[len(head) :], HERMES)
@@ -245,8 +250,8 @@ class TestParsers:
                 assert stored == [] and (message.content == "" or not model_wrote.calls), (text, message)
             calls += len(model_wrote.calls)
             thought += bool(head.strip())
-        assert calls >= 3
-        print(f"{calls} calls, {thought} replies read as reasoning")
+        assert calls >= 3 and cut <= len(turns) // 3, (calls, cut, len(turns))
+        print(f"{calls} calls, {thought} replies read as reasoning, {cut} of {len(turns)} cut at the token limit")
 
     def test_a_reply_cut_short_is_a_broken_call_on_the_record(
         self, server: Server, sample_dataset: Path, tmp_path: Path
