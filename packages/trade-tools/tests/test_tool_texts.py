@@ -76,13 +76,12 @@ def test_price_data_across_an_ex_dividend_date_has_no_fake_drop(open_day, sample
     assert _move(true_move) in line and _move(raw_move) not in line
 
 
-def test_alpha_factor_has_no_period_argument(open_day) -> None:  # type: ignore[no-untyped-def]
-    """A factor's value at T0 is fixed by its own windows: a period would change nothing, so the schema has none."""
+def test_alpha_factor_shows_no_period_argument(open_day) -> None:  # type: ignore[no-untyped-def]
+    """A factor's value at T0 is fixed by its own windows: a period would change nothing, so the schema shows none
+    (the reference's ``period`` is still accepted: test_reference_calls.py)."""
     day = open_day("2024-06-14", POOL)
     schema = next(s["function"] for s in day.tool_schemas() if s["function"]["name"] == "compute_alpha_factor")
     assert set(schema["parameters"]["properties"]) == {"expression", "symbols"}
-    text = day.call("compute_alpha_factor", {"expression": "ROC20", "symbols": POOL, "period": "60d"})
-    assert "不支持的参数 'period'" in text
 
 
 def _ranked(text: str) -> list[str]:

@@ -7,7 +7,9 @@ import re
 from typing import TYPE_CHECKING
 
 from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
 
+from trade_tools import text
 from trade_tools.text import say
 from trade_tools.tool import Arguments, Tool, ToolError
 
@@ -253,6 +255,10 @@ class AlphaArgs(Arguments):
         description="股票代码列表（须在股票池或持仓中）；省略时为整个股票池",
         json_schema_extra={"en": "stock codes (in the pool or held); omitted: the whole pool"},
     )
+    period: SkipJsonSchema[str] = Field("60d")
+    """The reference implementation's argument (Qlib data loaded from T0 - period, default 60d), so a model trained
+    on it plays here: checked as the other tools' ``period`` and not shown in the schema, since the value at T0
+    reads the rows its windows need and is the same for any period."""
 
 
 class ComputeAlphaFactor(Tool):
@@ -275,6 +281,7 @@ class ComputeAlphaFactor(Tool):
         from trade_tools.alpha import alpha158_expressions, ranked_at_t0, resolve
         from trade_tools.expression import ExpressionError, check_work
 
+        text.parse_period(args.period)
         if args.symbols is None:
             symbols = list(episode.task.pool)
         elif not args.symbols:
