@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from trade_core.errors import TradeError, error_line
 from trade_core.files import atomic_write, lock_file
+from trade_core.hookspecs import RunKind
 from trade_data.qlib_dir import META_FILE
 from trade_data.signals import describe_dataset
 from trade_tools.grading import Reward
@@ -57,7 +58,6 @@ rollout folder's steps, then a training run's."""
 LOCK = ".writer.lock"
 """Held by the process writing the folder; holds its pid."""
 FORMAT = 1
-Kind = Literal["backtest", "tasks", "training"]
 
 
 def step_file(rollouts: Path, step: int) -> Path:
@@ -349,7 +349,7 @@ def write_json(path: Path, value: BaseModel | dict[str, Any]) -> None:
     atomic_write(path, text + "\n")
 
 
-def kind_of(folder: Path) -> Kind | None:
+def kind_of(folder: Path) -> RunKind | None:
     """What run ``folder`` holds: a tasks run's records, else the ``kind`` its manifest states (a run just
     started has nothing else), else a backtest's files, else a training run's. None: no run (a ``trade data
     tasks`` folder's manifest states no kind). A manifest that cannot be read is taken for a backtest's, shown

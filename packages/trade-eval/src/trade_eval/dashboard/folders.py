@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from trade_tools.runfolder import Kind, kind_of
+from trade_core.hookspecs import RunKind
+from trade_tools.runfolder import kind_of
 
 MAX_DEPTH = 4
 
@@ -21,7 +22,7 @@ class RunFolder:
     name: str
     """Its path relative to ``--runs``, with ``/``: how pages address it."""
     path: Path
-    kind: Kind
+    kind: RunKind
 
 
 def inside(root: Path, path: Path) -> bool:
