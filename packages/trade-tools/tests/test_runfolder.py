@@ -25,6 +25,7 @@ from trade_tools.runfolder import (
     ends_inside_line,
     kind_of,
     open_run,
+    read_jsonl,
     read_lines,
     read_manifest,
     read_summary,
@@ -108,3 +109,13 @@ def test_summaries_read_typed_by_kind_and_a_wrong_one_is_one_line(tmp_path: Path
     shutil.copy(FOLDERS / "tasks" / SUMMARY, tmp_path / SUMMARY)
     with pytest.raises(ValueError, match=r"^summary.json: not a backtest summary \(conventions: Field required"):
         read_summary(tmp_path, "backtest")
+
+
+def test_a_jsonl_reader_leaves_out_a_line_still_being_written(tmp_path: Path) -> None:
+    """metrics.jsonl read while the trainer appends: whole lines only, never a crash on the cut one."""
+    path = tmp_path / METRICS
+    assert read_jsonl(path) == []
+    path.write_text('{"step": 1, "x": 0.5}\n[1, 2]\nnot json\n{"step": 2, "x": 0.25}\n{"step": 3, "x"')
+    assert read_jsonl(path) == [{"step": 1, "x": 0.5}, {"step": 2, "x": 0.25}]
+    path.write_text(path.read_text() + ": 1.0}\n")
+    assert [line["step"] for line in read_jsonl(path)] == [1, 2, 3]

@@ -457,6 +457,21 @@ def read_lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
 
 
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file's whole lines: a last line cut short (a writer appending, or killed
+    mid-write) is left out, as is a line that is not a JSON object; a missing file has none."""
+    lines = read_lines(path)
+    if lines and ends_inside_line(path):
+        lines.pop()
+    values = []
+    for line in lines:
+        with contextlib.suppress(json.JSONDecodeError):
+            value = json.loads(line)
+            if isinstance(value, dict):
+                values.append(value)
+    return values
+
+
 def ends_inside_line(path: Path) -> bool:
     """Whether the file ends inside a line (a write cut short)."""
     if not path.is_file() or path.stat().st_size == 0:

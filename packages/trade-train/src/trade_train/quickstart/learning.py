@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import NamedTuple
@@ -10,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from trade_reward.schemes import FAILURES
-from trade_tools.runfolder import METRICS, TasksSummary
+from trade_tools.runfolder import METRICS, TasksSummary, read_jsonl
 
 STEP_COLUMNS = {
     "trade/reward/score/mean": "mean reward",
@@ -29,10 +28,8 @@ counts rollouts our scoring may have ended otherwise (stopped before the cut, or
 
 
 def step_metrics(run_dir: Path) -> list[dict[str, float]]:
-    """metrics.jsonl of a trl-grpo run: one dict per optimizer step."""
-    path = Path(run_dir) / METRICS
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    return [json.loads(line) for line in lines if line.strip()]
+    """metrics.jsonl of a trl-grpo run: one dict per optimizer step (a line still being written left out)."""
+    return read_jsonl(Path(run_dir) / METRICS)
 
 
 def failure_rate(summary: TasksSummary) -> float | None:

@@ -29,7 +29,7 @@ from trade_core.errors import TradeError
 from trade_core.plugins import get_manager
 from trade_data.store import MarketStore
 from trade_tools.episode import MAX_TURNS, EpisodeSettings
-from trade_tools.runfolder import METRICS, ROLLOUTS, step_file
+from trade_tools.runfolder import METRICS, ROLLOUTS, append_line, step_file
 from trade_tools.trajectory import write_trajectories
 from trade_train.hookspecs import trade_step_metrics
 from trade_train.rollouts import Rollout, flat_warning, step_metrics
@@ -151,8 +151,7 @@ def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
 
         def write(self) -> None:
             if self.pending is not None:
-                with open(run_dir / METRICS, "a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(self.pending) + "\n")
+                append_line(run_dir / METRICS, json.dumps(self.pending))
                 self.pending = None
 
     return StepRecorder()
