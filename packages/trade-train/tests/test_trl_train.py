@@ -111,7 +111,10 @@ def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(
     assert {path.name: path.stat().st_mtime_ns for path in tiny_model.iterdir()} == taught
     lines = [json.loads(line) for line in (run_dir / METRICS).read_text().splitlines()]
     assert [line["step"] for line in lines] == [1, 2]
-    assert heard == [("trl-grpo", line["step"], {k: v for k, v in line.items() if k != "step"}) for line in lines]
+    # the event carries our metrics as the step ends; the line adds TRL's own clipped ratio, logged after it
+    assert all(0.0 <= line["trl/completions/clipped_ratio"] <= 1.0 for line in lines)
+    ours = [{k: v for k, v in line.items() if k.startswith("trade/")} for line in lines]
+    assert heard == [("trl-grpo", line["step"], metrics) for line, metrics in zip(lines, ours, strict=True)]
     for line in lines:
         assert line["trade/trajectories"] == 4 and line["trade/groups"] == 1
         assert {"trade/reward/score/mean", "trade/stop_rate", "trade/tool_error_rate"} <= line.keys()
