@@ -95,6 +95,7 @@ def vllm_command(
     where vLLM's CPU build is installed, with its ``CPU_FLAGS``."""
     adapter = lora_adapter(model_dir, base)
     model = adapter.base if adapter else model_dir
+    stated = None if parser else own_format(model)  # an override needs no known family
     argv = [
         python,
         "-m",
@@ -111,9 +112,9 @@ def vllm_command(
         str(max_model_len),
         "--enable-auto-tool-choice",
         "--tool-call-parser",
-        parser or own_format(model).tool_calls,
+        parser or stated.tool_calls,
     ]
-    if parser or own_format(model).thinks:
+    if parser or stated.thinks:
         argv += ["--reasoning-parser", REASONING_PARSER]
     if adapter:
         argv += ["--enable-lora", "--lora-modules", f"{name}={model_dir}", "--max-lora-rank", str(adapter.rank)]

@@ -4,6 +4,7 @@ step, and what was learned, every number read from the run's own files; ``OUT/re
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,6 @@ from trade_core.files import atomic_write
 from trade_tools.runfolder import BacktestSummary, TasksSummary
 from trade_train.quickstart.learning import (
     STEP_COLUMNS,
-    Half,
     chance_share,
     failure_rate,
     failure_share,
@@ -30,16 +30,11 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def _half(half: Half, form: str) -> str:
-    """A half's mean with its interval where it has one."""
-    return f"{half.mean:{form}}" + ("" if half.interval is None else f" [{_interval(list(half.interval), form)}]")
-
-
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:+.3f}"
 
 
-def _ranged(value: float | None, interval: list[float] | None, form: str) -> str:
+def _ranged(value: float | None, interval: Sequence[float] | None, form: str) -> str:
     if value is None:
         return "-"
     return f"{value:{form}}" + ("" if interval is None else f" [{interval[0]:{form}}, {interval[1]:{form}}]")
@@ -186,10 +181,14 @@ def lessons(
         shares = halves(steps, "trade/exploit_share")
         (first, last), share = rewards, ""
         if shares is not None:
-            share = f", the exploit share from {_half(shares[0], '.1%')} to {_half(shares[1], '.1%')}"
+            share = (
+                f", the exploit share from {_ranged(shares[0].mean, shares[0].interval, '.1%')} to "
+                f"{_ranged(shares[1].mean, shares[1].interval, '.1%')}"
+            )
         text += (
-            f"During GRPO ({len(steps)} steps) the mean rollout reward went from {_half(first, '+.3f')} (steps "
-            f"{first.steps[0]}-{first.steps[1]}) to {_half(last, '+.3f')} (steps {last.steps[0]}-{last.steps[1]})"
+            f"During GRPO ({len(steps)} steps) the mean rollout reward went from "
+            f"{_ranged(first.mean, first.interval, '+.3f')} (steps {first.steps[0]}-{first.steps[1]}) to "
+            f"{_ranged(last.mean, last.interval, '+.3f')} (steps {last.steps[0]}-{last.steps[1]})"
             f"{share} (each step weighted by its rollouts; [95% interval, steps resampled]); GRPO learns only from "
             f"a group whose rollouts scored differently: {_differing(steps)} here. "
         )
