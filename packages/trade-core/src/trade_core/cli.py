@@ -12,7 +12,7 @@ import click
 from trade_core import env, hookspecs
 from trade_core.errors import TradeError
 from trade_core.logging import configure_logging
-from trade_core.plugins import ENTRY_POINT_GROUP, TradePluginManager, get_manager
+from trade_core.plugins import ENTRY_POINT_GROUP, TradePluginManager, get_manager, listed_plugins
 from trade_core.registry import Clash, Registry
 
 COMMANDS = Registry(hookspecs.trade_register_commands, "command", click.Command)
@@ -40,7 +40,7 @@ class TradeGroup(click.Group):
         allowed = os.environ.get(env.LOAD_PLUGINS)
         if allowed is not None and args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
             installed = {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
-            unknown = sorted({n.strip() for n in allowed.split(",") if n.strip()} - installed)
+            unknown = sorted((listed_plugins(env.LOAD_PLUGINS) or set()) - installed)
             named = f"; no installed plugin is called {', '.join(map(repr, unknown))}" if unknown else ""
             ctx.fail(
                 f"No such command {args[0]!r}: {env.LOAD_PLUGINS}={allowed} loads only the plugins it names{named} "

@@ -219,7 +219,8 @@ def new_manager() -> TradePluginManager:
     return TradePluginManager(_pluggy())
 
 
-def _names(variable: str) -> set[str] | None:
+def listed_plugins(variable: str) -> set[str] | None:
+    """The plugin names an allow- or block-list variable gives (None when it is unset)."""
     raw = os.environ.get(variable)
     if raw is None:
         return None
@@ -237,8 +238,8 @@ def load_entry_points(manager: TradePluginManager, entry_points: Iterable[md.Ent
     A plugin that fails to import (``sys.exit`` included) or that pluggy refuses is skipped with
     one logged line naming it, its distribution and the cause (fatal under ``TRADE_STRICT_PLUGINS=1``).
     """
-    allowed = _names(env.LOAD_PLUGINS)
-    blocked = (_names(env.DISABLE_PLUGINS) or set()) - ESSENTIAL_PLUGINS
+    allowed = listed_plugins(env.LOAD_PLUGINS)
+    blocked = (listed_plugins(env.DISABLE_PLUGINS) or set()) - ESSENTIAL_PLUGINS
     if entry_points is None:
         entry_points = md.entry_points(group=ENTRY_POINT_GROUP)
     imported: list[tuple[object, PluginOrigin]] = []
