@@ -35,10 +35,10 @@ def build_run(dataset: Path, out: Path, episodes: int) -> tuple[int, int]:
     from trade_eval.policies.baselines import Momentum
     from trade_eval.policy import DayUsage, RunSettings
     from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks
+    from trade_records.runfolder import EPISODES
     from trade_reward.schemes import get_scheme
     from trade_reward.taskbuilder import build_tasks
     from trade_tools.day import TradingDay
-    from trade_tools.runfolder import EPISODES
 
     class Chatty(Momentum):
         name = "chatty"

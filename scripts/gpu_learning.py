@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("trade-core", "trade-data", "trade-tools", "trade-reward", "trade-train", "trade-eval")
+PACKAGES = ("trade-core", "trade-data", "trade-tools", "trade-reward", "trade-records", "trade-train", "trade-eval")
 """What ``trade quickstart`` imports (trade-distill it does not)."""
 NEEDS = ("trade-train[quickstart]", "trade-eval[local]", *PACKAGES)
 """What the check walks from: the quickstart's install line, each requirement down to the last."""

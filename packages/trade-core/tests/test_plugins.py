@@ -214,7 +214,7 @@ def test_events_reach_plugins_in_pluggy_s_own_order(plugin_manager: TradePluginM
 
     for name, marks in [("a", {}), ("b", {"tryfirst": True}), ("c", {}), ("d", {"trylast": True})]:
         plugin_manager.register(listener(name, **marks), name)
-    plugin_manager.hook.trade_run_finished(kind="backtest", folder=tmp_path)
+    plugin_manager.hook.trade_run_finished(kind="backtest", folder=tmp_path, run=None)
     pluggy_order, heard[:] = list(heard), []
     plugin_manager.notify(hookspecs.trade_run_finished, kind="backtest", folder=tmp_path)
     assert heard == pluggy_order == ["b", "c", "a", "d"]

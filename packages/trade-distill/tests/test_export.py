@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from trade_distill.swift_check import has_swift
-from trade_distill.swift_lora import parse_flags
 
 from trade_core.cli import build_cli
 from trade_core.errors import TradeError
 from trade_core.plugins import get_manager
 from trade_core.testing import run_trade
+from trade_distill.swift_check import has_swift
+from trade_distill.swift_lora import parse_flags
 from trade_tools.trajectory import BOM, read_trajectories, write_trajectories
 
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from trade_distill.builtin import MalformedCalls
-from trade_distill.filters import Filter, TrajectoryFilter
 
 from trade_core.cli import build_cli
 from trade_core.hookspecs import hookimpl
 from trade_core.plugins import get_manager
 from trade_core.testing import inline_plugin
+from trade_distill.builtin import MalformedCalls
+from trade_distill.filters import Filter, TrajectoryFilter
 from trade_tools.trajectory import (
     BOM,
     FunctionCall,

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from trade_distill.swift_check import has_swift
-from trade_distill.swift_lora import SwiftLoRA, parse_flags
 
 from trade_core.testing import run_trade
+from trade_distill.swift_check import has_swift
+from trade_distill.swift_lora import SwiftLoRA, parse_flags
 from trade_train.trainer import TrainSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not has_swift(), reason="needs ms-swift 4.6 (tox -e swift)")]

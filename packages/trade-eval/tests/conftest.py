@@ -57,7 +57,7 @@ def policy_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 HOLD = """
 import os, signal, sys
 from pathlib import Path
-from trade_tools.runfolder import writer_lock
+from trade_records.runfolder import writer_lock
 with writer_lock(Path(sys.argv[1])):
     print("held", flush=True)
     if sys.argv[2] == "die":

@@ -18,6 +18,7 @@ from trade_data.synth import write_synthetic_market
 from trade_eval.policies.baselines import EqualWeight, Momentum
 from trade_eval.policy import Policy, RunSettings
 from trade_eval.testing import STOP, FaultServer, Reply, Request
+from trade_records.runfolder import DAYS, EPISODES, MANIFEST, TRAJECTORIES
 from trade_reward.forward import ground_truth
 from trade_reward.outcome import outcome
 from trade_reward.schemes import get_scheme
@@ -25,7 +26,6 @@ from trade_reward.taskbuilder import build_tasks
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
 from trade_tools.records import Task
-from trade_tools.runfolder import DAYS, EPISODES, MANIFEST, TRAJECTORIES
 from trade_tools.sampler import day_task
 from trade_tools.trajectory import Trajectory
 

@@ -16,9 +16,9 @@ from trade_eval.backtest import Backtest, new_manifest, run_backtest
 from trade_eval.policies.baselines import EqualWeight, Hold, Random
 from trade_eval.policy import DayUsage, PolicyUnavailable, RunSettings
 from trade_eval.run import LEFT_OPEN
+from trade_records.runfolder import DAYS, MANIFEST, SUMMARY, TRAJECTORIES, BacktestSummary, DayRecord
 from trade_tools.day import TradingDay
 from trade_tools.rules import ExecutionRules
-from trade_tools.runfolder import DAYS, MANIFEST, SUMMARY, TRAJECTORIES, BacktestSummary, DayRecord
 
 
 class Flaky(EqualWeight):

@@ -17,9 +17,9 @@ from trade_data.store import MarketStore
 from trade_eval.backtest import Backtest
 from trade_eval.policies.baselines import Momentum
 from trade_eval.policy import RunSettings
+from trade_records.runfolder import DayRecord
 from trade_reward.forward import HORIZON
 from trade_reward.outcome import outcome
-from trade_tools.runfolder import DayRecord
 from trade_tools.trajectory import Trajectory
 
 

@@ -13,9 +13,9 @@ from trade_data.store import MarketStore
 from trade_eval.backtest import Backtest
 from trade_eval.policies.baselines import BASELINES, EqualWeight, Hold, Momentum, OracleSignal, Random, rebalance
 from trade_eval.policy import Policy, RunSettings
+from trade_records.runfolder import DayRecord
 from trade_tools.episode import Episode
 from trade_tools.records import Task
-from trade_tools.runfolder import DayRecord
 from trade_tools.trajectory import Trajectory
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from trade_core.testing import imports_of, run_trade
 from trade_eval.commands.backtest import BacktestPlan, RunOptions, backtest_command
-from trade_tools.runfolder import DAYS, LOCK, MANIFEST, SUMMARY, TRAJECTORIES
+from trade_records.runfolder import DAYS, LOCK, MANIFEST, SUMMARY, TRAJECTORIES
 
 WINDOW = ("--start-date", "2025-06-20", "--initial-cash", "1000000")
 

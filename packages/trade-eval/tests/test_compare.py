@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trade_core.testing import run_trade
-from trade_tools.runfolder import DAYS, SUMMARY
+from trade_records.runfolder import DAYS, SUMMARY
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ from trade_core.testing import run_trade
 from trade_data.store import MarketStore
 from trade_eval.policy import POLICIES, RunSettings
 from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks
+from trade_records.runfolder import EPISODES
 from trade_reward.schemes import get_scheme
 from trade_reward.taskbuilder import build_tasks
-from trade_tools.runfolder import EPISODES
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from trade_core.testing import run_trade
 from trade_eval.memorisation import cutoff_warning
-from trade_tools.runfolder import MANIFEST, SEEDS, SUMMARY
+from trade_records.runfolder import MANIFEST, SEEDS, SUMMARY
 
 ARGS = ("eval", "backtest", "--policy", "random", "--start-date", "2025-06-20", "--num-days", "4")
 

@@ -13,10 +13,10 @@ from trade_core.testing import TradeRun, run_trade
 from trade_data.signals import PlantedSignal
 from trade_data.store import MarketStore
 from trade_data.synth import write_synthetic_market
+from trade_records.runfolder import DAYS, EPISODES, SUMMARY, TRAJECTORIES
 from trade_reward.taskbuilder import build_tasks
 from trade_reward.taskfolder import read_records
 from trade_tools.exploit import signal_ranking
-from trade_tools.runfolder import DAYS, EPISODES, SUMMARY, TRAJECTORIES
 from trade_tools.trajectory import Trajectory
 
 PLANTED = PlantedSignal(name="KMID", ic=0.5)

@@ -16,12 +16,12 @@ from trade_data.store import MarketStore
 from trade_eval.policy import POLICIES, DayUsage, Policy, RunSettings
 from trade_eval.single_day import YOUNG_GENERATION, TasksEval, load_tasks, new_manifest, run_tasks
 from trade_eval.testing import LOOP, STOP, Fail, FaultServer, Reply, Request
+from trade_records.runfolder import EPISODES, MANIFEST, SUMMARY, TRAJECTORIES, TasksSummary
 from trade_reward.commands.explain import breakdown, play
 from trade_reward.schemes import get_scheme
 from trade_reward.taskbuilder import build_tasks
 from trade_tools.day import TradingDay
 from trade_tools.episode import Episode
-from trade_tools.runfolder import EPISODES, MANIFEST, SUMMARY, TRAJECTORIES, TasksSummary
 from trade_tools.trajectory import Trajectory
 
 SPLIT = "test=2025-07-01:2025-07-14"

@@ -10,8 +10,8 @@ import numpy as np
 
 from trade_eval.single_day import summarize, summary_lines
 from trade_eval.uncertainty import Bootstrap, Clusters
+from trade_records.runfolder import EpisodeRecord
 from trade_tools.grading import Reward
-from trade_tools.runfolder import EpisodeRecord
 
 
 def _episode(

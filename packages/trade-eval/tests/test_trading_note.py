@@ -22,8 +22,8 @@ from trade_eval.policies.baselines import Hold
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
 from trade_eval.report.page import write_report
 from trade_eval.report.runs import load_run
+from trade_records.runfolder import BacktestSummary, read_summary
 from trade_tools.day import TradingDay
-from trade_tools.runfolder import BacktestSummary, read_summary
 
 DAYS = 6
 NEVER = f"never traded (0 orders filled on {DAYS} days)"

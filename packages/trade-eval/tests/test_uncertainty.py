@@ -10,7 +10,7 @@ import pytest
 
 from trade_eval.metrics import Conventions, attribution, table_lines
 from trade_eval.uncertainty import Bootstrap, Clusters, intervals, paired_difference
-from trade_tools.runfolder import BacktestSummary
+from trade_records.runfolder import BacktestSummary
 
 CONV = Conventions()
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trade_tools.runfolder import TasksSummary
+from trade_records.metrics import MetricsLine
+from trade_records.runfolder import TasksSummary
 from trade_train.quickstart.report import exploit_lesson, flat_steps, write_seeds_report
 from trade_train.quickstart.stages import STATE
 
@@ -64,10 +65,10 @@ def test_steps_with_mostly_flat_groups_are_counted_with_their_reasons() -> None:
         },
         {"step": 3, "trade/zero_variance_groups": 1.0, "trade/zero_variance/all_failed": 1.0},
     ]
-    assert flat_steps(steps) == (
+    assert flat_steps(_lines(steps)) == (
         "Warning: 2 of 3 steps had over half their groups without a reward difference (all failed, identical)."
     )
-    assert flat_steps(steps[:1]) is None
+    assert flat_steps(_lines(steps[:1])) is None
 
 
 def _seed_run(folder: Path, difference: float, interval: list[float], before: float, after: float) -> Path:
@@ -123,17 +124,27 @@ def test_a_run_whose_first_stage_fails_leaves_no_folder_it_created(tmp_path: Pat
 
 
 def test_half_means_weigh_each_step_by_its_rollouts_and_carry_an_interval() -> None:
-    from trade_train.quickstart.learning import halves
+    from trade_train.quickstart.learning import exploit_share, halves
 
-    steps = [
-        {"step": 1, "trade/trajectories": 16, "x": 0.0},
-        {"step": 2, "trade/trajectories": 2, "x": 1.0},  # two scored rollouts: it moves the mean little
-        {"step": 3, "trade/trajectories": 16, "x": 0.5},
-        {"step": 4, "trade/trajectories": 16, "x": 0.5},
-    ]
-    first, second = halves(steps, "x")
+    steps = _lines(
+        [
+            {"step": 1, "trade/trajectories": 16, "trade/exploit_share": 0.0},
+            {"step": 2, "trade/trajectories": 2, "trade/exploit_share": 1.0},  # two rollouts: it moves the mean little
+            {"step": 3, "trade/trajectories": 16, "trade/exploit_share": 0.5},
+            {"step": 4, "trade/trajectories": 16, "trade/exploit_share": 0.5},
+        ]
+    )
+    first, second = halves(steps, exploit_share)
     assert first.mean == pytest.approx(2 / 18) and first.steps == (1, 2)
     assert first.interval is not None and 0.0 <= first.interval[0] <= first.mean <= first.interval[1] <= 1.0
     assert second.mean == 0.5 and second.interval == (0.5, 0.5) and second.steps == (3, 4)
-    only = halves(steps[:1], "x")
-    assert only is not None and only[0].interval is None and halves(steps, "missing") is None
+    only = halves(steps[:1], exploit_share)
+    assert only is not None and only[0].interval is None and halves(steps, lambda line: line.metrics.buys) is None
+
+
+def _lines(steps: list[dict]) -> list[MetricsLine]:
+    """Metrics lines as a trainer writes them: the figures a test sets, on a step of 8 rollouts by default."""
+    base = {"trade/trajectories": 8, "trade/stop_rate": 1.0, "trade/tool_error_rate": 0.0}
+    lines = [MetricsLine.from_flat(base | step) for step in steps]
+    assert all(lines)
+    return lines  # type: ignore[return-value]

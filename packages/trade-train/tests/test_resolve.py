@@ -24,7 +24,7 @@ pytestmark = [
 
 PACKAGES = Path(__file__).resolve().parents[2]
 TRAIN = PACKAGES / "trade-train"
-LOCAL = [str(PACKAGES / name) for name in ("trade-core", "trade-data", "trade-tools", "trade-reward")]
+LOCAL = [str(PACKAGES / name) for name in ("trade-core", "trade-data", "trade-tools", "trade-reward", "trade-records")]
 X86_64, AARCH64 = "x86_64-manylinux_2_28", "aarch64-manylinux_2_28"
 UBUNTU_22_ARM = "aarch64-manylinux_2_35"
 """The Ascend images' Ubuntu 22.04 (glibc 2.35): vllm-ascend 0.23.0's wheels are manylinux_2_34."""

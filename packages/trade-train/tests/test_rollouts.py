@@ -52,7 +52,7 @@ def step(sample_store: MarketStore) -> list[Rollout]:
 
 
 def test_step_metrics_count_what_happened(step: list[Rollout]) -> None:
-    metrics = step_metrics(step)
+    metrics = step_metrics(step).flat()  # as the loggers get them: these names are what users chart
     assert metrics["trade/trajectories"] == 4 and metrics["trade/groups"] == 2
     assert metrics["trade/stop_rate"] == metrics["trade/status/stopped"] == 0.75
     assert metrics["trade/status/failed"] == 0.25 and metrics["trade/status/truncated"] == 0
@@ -69,12 +69,12 @@ def test_step_metrics_count_what_happened(step: list[Rollout]) -> None:
     assert step[3].reward.bucket is None and step[3].reward.failure == "no_valid_call"
     assert metrics["trade/reward/bucket/mean"] == pytest.approx(sum(r.reward.bucket or 0 for r in step[:3]) / 3)
     assert not any(key.startswith("trade/reward/penalty") for key in metrics)  # never set, so not logged
-    assert step_metrics([]) == {}
+    assert step_metrics([]) is None
 
 
 def test_a_group_whose_scores_differ_is_not_zero_variance(step: list[Rollout]) -> None:
-    assert step_metrics(step[2:])["trade/zero_variance_groups"] == 0.0
-    assert step_metrics(step[:2])["trade/zero_variance_groups"] == 1.0
+    assert step_metrics(step[2:]).zero_variance_groups == 0.0
+    assert step_metrics(step[:2]).zero_variance_groups == 1.0
 
 
 def test_unscorable_trajectories_count_as_their_own_failures(step: list[Rollout], sample_store: MarketStore) -> None:
@@ -90,7 +90,7 @@ def test_unscorable_trajectories_count_as_their_own_failures(step: list[Rollout]
         reward = compute_score("trade", "", truth, {EPISODE: episode.model_dump_json()})
         rollouts.append(rollout("c", reward["score"], {EPISODE: episode.model_dump_json(), REWARD_INFO: reward}))
     assert [(r.score, r.reward.failure) for r in rollouts] == [(-3.0, "invalid_outcome"), (-3.0, "malformed")]
-    metrics = step_metrics([*step, *rollouts])
+    metrics = step_metrics([*step, *rollouts]).flat()
     assert metrics["trade/failure/invalid_outcome"] == metrics["trade/failure/malformed"] == pytest.approx(1 / 6)
     assert metrics["trade/failure/no_valid_call"] == pytest.approx(1 / 6)
     assert all(math.isfinite(value) for value in metrics.values())
@@ -107,7 +107,7 @@ def test_continuous_scores_log_no_bucket_mean(sample_store: MarketStore) -> None
         scheme="continuous",
     )
     continuous = rollout("a", reward["score"], {EPISODE: stopped.episode.model_dump_json(), REWARD_INFO: reward})
-    assert continuous.reward.bucket is None and "trade/reward/bucket/mean" not in step_metrics([continuous])
+    assert continuous.reward.bucket is None and "trade/reward/bucket/mean" not in step_metrics([continuous]).flat()
 
 
 def test_trajectory_records_keep_prompt_replies_and_reward(step: list[Rollout], tmp_path: Path) -> None:

@@ -82,7 +82,8 @@ def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(
     from trade_core import hookimpl
     from trade_core.plugins import get_manager
     from trade_core.testing import inline_plugin
-    from trade_tools.runfolder import METRICS, ROLLOUTS, step_file
+    from trade_records.metrics import TRL_CLIPPED, read_metrics
+    from trade_records.runfolder import METRICS, ROLLOUTS, step_file
     from trade_train.trl_grpo.run import train
 
     heard: list[tuple[str, int, dict[str, float]]] = []
@@ -110,9 +111,10 @@ def test_two_grpo_steps_on_cpu_write_metrics_and_trajectories(
     assert (out / "config.json").is_file()
     assert {path.name: path.stat().st_mtime_ns for path in tiny_model.iterdir()} == taught
     lines = [json.loads(line) for line in (run_dir / METRICS).read_text().splitlines()]
+    assert [line.step for line in read_metrics(run_dir)] == [1, 2]  # each line is whole and ours
     assert [line["step"] for line in lines] == [1, 2]
     # the event carries our metrics as the step ends; the line adds TRL's own clipped ratio, logged after it
-    assert all(0.0 <= line["trl/completions/clipped_ratio"] <= 1.0 for line in lines)
+    assert all(0.0 <= line[TRL_CLIPPED] <= 1.0 for line in lines)
     ours = [{k: v for k, v in line.items() if k.startswith("trade/")} for line in lines]
     assert heard == [("trl-grpo", line["step"], metrics) for line, metrics in zip(lines, ours, strict=True)]
     for line in lines:

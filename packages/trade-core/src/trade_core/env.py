@@ -14,3 +14,7 @@ TRACE_PLUGINS = "TRADE_TRACE_PLUGINS"
 
 LOG_JSON = "TRADE_LOG_JSON"
 """When ``1``, log JSON lines instead of the human console format (same as ``--log-json``)."""
+
+RUN = "TRADE_RUN"
+"""The run a process works for (JSON of :class:`~trade_core.runs.RunContext`), set while a run is entered so the
+processes it starts (a training launch, Ray's workers) hear it in their events; not for users to set."""

@@ -3,17 +3,22 @@
 Every writer in trade-agent (plans, manifests, trajectories, task folders) goes through here, so two
 writers of one path never share a temporary name and a killed writer leaves only a hidden ``.NAME.tmp-*``.
 Writers that must not run two at a time (a dataset's import, a run folder's appends) hold a :func:`lock_file`.
+JSONL files grow one whole line at a time, with one write each (:func:`append_line`, an :class:`Appender`), and
+are read by :func:`read_jsonl`, which leaves out a last line still being written: a killed writer leaves at most
+one partial last line, and no reader crashes on it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, BinaryIO
 
 
 def staging_path(path: Path) -> Path:
@@ -64,3 +69,73 @@ def lock_file(path: Path | str, *, wait: bool = True) -> int:
             if os.stat(path).st_ino == os.fstat(fd).st_ino:
                 return fd
         os.close(fd)  # we locked a file its holder removed on release: lock the one there now
+
+
+def append_line(path: Path, text: str) -> None:
+    """Append one line with a single write, flushed and fsynced before returning."""
+    with open(path, "ab") as handle:
+        handle.write(text.encode("utf-8") + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+class Appender:
+    """Appends whole lines to a run's JSONL files, each with one write and a flush (a killed process loses no
+    finished line), but fsyncs them at most every ``every`` seconds and on close (a power cut loses at most
+    that much): an fsync per line of hundreds of episodes a second costs more than the episodes. The files are
+    fsynced in the order they were first written, so a synced record never names an unsynced trajectory."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        self.every = every
+        self.handles: dict[Path, BinaryIO] = {}
+        self.synced = time.monotonic()
+
+    def __enter__(self) -> Appender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sync()
+        for handle in self.handles.values():
+            handle.close()
+
+    def append(self, path: Path, text: str) -> None:
+        if path not in self.handles:
+            self.handles[path] = open(path, "ab")  # noqa: SIM115 - closed in __exit__
+        handle = self.handles[path]
+        handle.write(text.encode("utf-8") + b"\n")
+        handle.flush()
+        if time.monotonic() - self.synced >= self.every:
+            self.sync()
+
+    def sync(self) -> None:
+        for handle in self.handles.values():
+            os.fsync(handle.fileno())
+        self.synced = time.monotonic()
+
+
+def read_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file's whole lines: a last line cut short (a writer appending, or killed
+    mid-write) is left out, as is a line that is not a JSON object; a missing file has none."""
+    lines = read_lines(path)
+    if lines and ends_inside_line(path):
+        lines.pop()
+    values = []
+    for line in lines:
+        with contextlib.suppress(json.JSONDecodeError):
+            value = json.loads(line)
+            if isinstance(value, dict):
+                values.append(value)
+    return values
+
+
+def ends_inside_line(path: Path) -> bool:
+    """Whether the file ends inside a line (a write cut short)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) != b"\n"

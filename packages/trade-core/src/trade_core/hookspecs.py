@@ -4,7 +4,9 @@ Hooks that contribute named things take a ``register`` callback instead of retur
 values, so the registry knows which plugin supplied each item and can refuse duplicate
 names (see :mod:`trade_core.registry`). Event hooks (:func:`eventspec`) tell plugins what happens (a tool
 call, an order, a training step, a finished run) and are called once per plugin, so one that raises is
-skipped without silencing the others (:meth:`~trade_core.plugins.TradePluginManager.notify`). Other packages
+skipped without silencing the others (:meth:`~trade_core.plugins.TradePluginManager.notify`). An event hook
+with a ``run`` argument hears the :class:`~trade_core.runs.RunContext` it happens in (None outside a run),
+filled in by ``notify``, so no call site passes it. Other packages
 add their own specs through :func:`trade_addhooks` (``trade_data.hookspecs`` is one; :func:`adds_hookspecs`
 implements it).
 
@@ -23,6 +25,8 @@ import pluggy
 
 if TYPE_CHECKING:
     import click
+
+    from trade_core.runs import RunContext
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -84,10 +88,21 @@ def trade_register_commands(register: Callable[[click.Command], None]) -> None:
 
 
 @eventspec
-def trade_run_finished(kind: RunKind, folder: Path) -> None:
-    """A run finished and its folder is complete: a backtest (``summary.json`` written), a tasks evaluation, or a
-    training run whose command exited 0 (``kind``: ``backtest``, ``tasks``, ``training``).
+def trade_run_started(run: RunContext) -> None:
+    """A run starts (``run.kind``: ``backtest``, ``tasks``, ``training``), before its first day, episode or step.
 
-    Called in the process that ran it, once per run (``--seeds K``: once per seed's folder). For reports,
-    uploads and notifications; the folder is the run's, so write into it atomically or not at all. Added in 0.1.
+    Called in the process that runs it (``run.role == "parent"``), once per run (``--seeds K``: once per seed's
+    folder); its workers' events carry the same ``run.run_id`` with ``role="worker"``. Set up per-run state here.
+    Added in 0.1.
+    """
+
+
+@eventspec
+def trade_run_finished(kind: RunKind, folder: Path | None, run: RunContext) -> None:
+    """A run finished and its folder is complete: a backtest (``summary.json`` written), a tasks evaluation, or a
+    training run that ended without an error (``kind``: ``backtest``, ``tasks``, ``training``).
+
+    Called in the parent process, once per run (``--seeds K``: once per seed's folder), after everything its
+    workers did; a run that fails does not finish. For reports, uploads and notifications; the folder is the
+    run's, so write into it atomically or not at all. Added in 0.1.
     """

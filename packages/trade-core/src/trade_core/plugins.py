@@ -21,7 +21,7 @@ from typing import Any
 import pluggy
 import structlog
 
-from trade_core import env, hookspecs
+from trade_core import env, hookspecs, runs
 from trade_core.errors import PluginError
 
 ENTRY_POINT_GROUP = "trade"
@@ -121,6 +121,8 @@ class TradePluginManager:
         ``TRADE_STRICT_PLUGINS=1`` either raises a :class:`PluginError`, which ends the run."""
         if not getattr(spec, hookspecs.EVENT, False):
             raise TypeError(f"{spec.__name__} is not an event hook (@eventspec)")
+        if "run" not in kwargs and "run" in self.caller(spec).spec.argnames:
+            kwargs["run"] = runs.current()
         answers: list[tuple[PluginOrigin, Any]] = []
         for origin, alone in self.alone(spec):
             with plugin_code() as caught:

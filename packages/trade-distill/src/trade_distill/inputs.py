@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from trade_core.errors import TradeError
-from trade_tools.runfolder import TRAJECTORY_LAYOUTS
+from trade_records.runfolder import TRAJECTORY_LAYOUTS
 from trade_tools.trajectory import CutShort, Trajectory, read_trajectories
 
 

@@ -33,8 +33,9 @@ from typing import Any
 import structlog
 
 from trade_core.errors import TradeError
-from trade_core.hookspecs import trade_run_finished
+from trade_core.files import append_line
 from trade_core.plugins import TradePluginManager, get_manager
+from trade_core.runs import running
 from trade_data.store import MarketStore
 from trade_data.symbols import Board, board_of
 from trade_eval.metrics import Conventions, activity, attribution, performance, seed_spread
@@ -42,13 +43,7 @@ from trade_eval.policies.baselines import BASELINES
 from trade_eval.policy import Policy, RunSettings
 from trade_eval.run import manifest_fields, play_day
 from trade_eval.uncertainty import Bootstrap, intervals
-from trade_reward.forward import HORIZON, ground_truth
-from trade_tools.day import TradingDay
-from trade_tools.episode import MAX_TURNS, Episode, EpisodeSettings
-from trade_tools.grading import GroundTruth
-from trade_tools.records import Task
-from trade_tools.rules import ExecutionRules
-from trade_tools.runfolder import (
+from trade_records.runfolder import (
     DAYS,
     MANIFEST,
     SEEDS,
@@ -58,11 +53,16 @@ from trade_tools.runfolder import (
     DayRecord,
     Manifest,
     PoolSpec,
-    append_line,
     open_run,
     write_json,
     writer_lock,
 )
+from trade_reward.forward import HORIZON, ground_truth
+from trade_tools.day import TradingDay
+from trade_tools.episode import MAX_TURNS, Episode, EpisodeSettings
+from trade_tools.grading import GroundTruth
+from trade_tools.records import Task
+from trade_tools.rules import ExecutionRules
 from trade_tools.sampler import draw_pool, task_rng
 from trade_tools.trajectory import Trajectory
 
@@ -319,15 +319,15 @@ def run_backtest(
 ) -> BacktestSummary:
     """Play the run into ``out`` (or continue it with ``resume``) and write summary.json; returns it."""
     out = Path(out)
-    with writer_lock(out):
-        records = open_run(out, manifest, resume=resume)
-        log.info("backtest.start", out=str(out), policy=policy.name, days=len(manifest.dates), done=len(records))
-        play_into(out, backtest, policy, settings, records, progress=progress)
-        summary = compare(backtest, policy, settings, records, conventions or Conventions())
-        write_json(out / SUMMARY, summary)
-    failed = sum(r.status == "failed" for r in records)
-    log.info("backtest.done", out=str(out), days=len(records), failed=failed, nav=records[-1].nav)
-    backtest.manager.notify(trade_run_finished, kind="backtest", folder=out)
+    with running("backtest", out, backtest.manager):
+        with writer_lock(out):
+            records = open_run(out, manifest, resume=resume)
+            log.info("backtest.start", out=str(out), policy=policy.name, days=len(manifest.dates), done=len(records))
+            play_into(out, backtest, policy, settings, records, progress=progress)
+            summary = compare(backtest, policy, settings, records, conventions or Conventions())
+            write_json(out / SUMMARY, summary)
+        failed = sum(r.status == "failed" for r in records)
+        log.info("backtest.done", out=str(out), days=len(records), failed=failed, nav=records[-1].nav)
     return summary
 
 

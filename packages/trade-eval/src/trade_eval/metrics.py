@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from trade_tools.runfolder import BacktestSummary
+from trade_records.runfolder import BacktestSummary
 
 Convention = Literal["standard", "qlib"]
 DEFAULT_DAYS: dict[str, int] = {"standard": 252, "qlib": 238}

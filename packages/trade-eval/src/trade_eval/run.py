@@ -1,5 +1,5 @@
 """What a backtest and a tasks run share: a policy playing one day, and the fields of the manifest that say who
-played it and on what (:class:`~trade_tools.runfolder.RunManifest`)."""
+played it and on what (:class:`~trade_records.runfolder.RunManifest`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import structlog
 from trade_core.errors import PluginError, error_line
 from trade_data.store import MarketStore
 from trade_eval.policy import DayUsage, Policy, PolicyUnavailable, RunSettings
+from trade_records.runfolder import DataRef, Sampling, Usage
 from trade_tools.day import TradingDay
-from trade_tools.runfolder import DataRef, Sampling, Usage
 
 log = structlog.get_logger("trade.eval")
 

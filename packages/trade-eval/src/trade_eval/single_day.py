@@ -6,7 +6,7 @@ scoring ``malformed`` as verl's ``compute_score`` does). Episodes need nothing f
 flight at once (``concurrency``) and each talks to the least busy server. A server failure after the policy's
 retries fails that episode with its reason; the run goes on.
 
-The run folder (:mod:`trade_tools.runfolder`) holds ``manifest.json``, ``trajectories.jsonl`` (trade-tools
+The run folder (:mod:`trade_records.runfolder`) holds ``manifest.json``, ``trajectories.jsonl`` (trade-tools
 Trajectories with ground truth and reward), ``episodes.jsonl`` (one :class:`EpisodeRecord` per finished episode,
 appended after its trajectory, in the order episodes finish) and ``summary.json``. ``--resume`` skips the
 (task, sample) pairs already recorded.
@@ -32,27 +32,19 @@ from typing import Any
 
 import structlog
 
+from trade_core import runs
 from trade_core.errors import TradeError, error_line
-from trade_core.hookspecs import trade_run_finished
+from trade_core.files import Appender
 from trade_core.plugins import TradePluginManager, get_manager
 from trade_data.store import MarketStore
 from trade_eval.policies.llm import shared_clients
 from trade_eval.policy import Policy, RunSettings
 from trade_eval.run import manifest_fields, play_day
 from trade_eval.uncertainty import Bootstrap, Clusters
-from trade_reward.outcome import DEFAULT_WEIGHTS, MALFORMED, Outcome, outcome
-from trade_reward.schemes import RewardScheme
-from trade_reward.taskfolder import MANIFEST as TASKS_MANIFEST
-from trade_reward.taskfolder import TaskRecord, read_manifest, read_records
-from trade_tools.day import TradingDay
-from trade_tools.episode import Episode
-from trade_tools.exploit import Exploit, exploit
-from trade_tools.grading import Reward
-from trade_tools.runfolder import (
+from trade_records.runfolder import (
     EPISODES,
     SUMMARY,
     TRAJECTORIES,
-    Appender,
     EpisodeRecord,
     TasksManifest,
     TasksRef,
@@ -61,6 +53,14 @@ from trade_tools.runfolder import (
     write_json,
     writer_lock,
 )
+from trade_reward.outcome import DEFAULT_WEIGHTS, MALFORMED, Outcome, outcome
+from trade_reward.schemes import RewardScheme
+from trade_reward.taskfolder import MANIFEST as TASKS_MANIFEST
+from trade_reward.taskfolder import TaskRecord, read_manifest, read_records
+from trade_tools.day import TradingDay
+from trade_tools.episode import Episode
+from trade_tools.exploit import Exploit, exploit
+from trade_tools.grading import Reward
 from trade_tools.trajectory import Trajectory
 
 log = structlog.get_logger("trade.eval.tasks")
@@ -331,12 +331,11 @@ def run_tasks(
     them in that many processes (:func:`in_workers`), this one alone writing the folder."""
     out = Path(out)
     check_workers(policy, workers)
-    with writer_lock(out):
+    with runs.running("tasks", out, evaluation.manager), writer_lock(out):
         records = open_run(out, manifest, resume=resume)
         play_into(evaluation, policy, settings, out, records, servers, concurrency, progress, workers)
         summary = summarize(records, [s.name for s in evaluation.schemes])
         write_json(out / SUMMARY, summary)
-    evaluation.manager.notify(trade_run_finished, kind="tasks", folder=out)
     return summary
 
 

@@ -112,6 +112,8 @@ class Episode(BaseModel):
     _view: PointInTimeView | None = PrivateAttr(None)
     _manager: TradePluginManager | None = PrivateAttr(None)
     _calendar: np.ndarray | None = PrivateAttr(None)
+    _calling: bool = PrivateAttr(False)
+    """Inside :meth:`call`: an end there is announced after the call's own event."""
     _memo: dict[tuple[str, str], Any] = PrivateAttr(default_factory=dict)
     """What the perturbed view (``anonymize_noise``) computes once per symbol: its noise and its indicators."""
 
@@ -311,8 +313,18 @@ class Episode(BaseModel):
         """Run one tool call and return the text the model sees, within the tool's character budget.
 
         Errors are texts too, never raised, and the budget holds for them as for any answer. Plugins hear the
-        call and its answer (``trade_tool_called``).
+        call and its answer (``trade_tool_called``), then the end of the day if the call ended it.
         """
+        was_open, self._calling = self.status == "open", True
+        try:
+            text = self._answer(name, arguments)
+        finally:
+            self._calling = False
+        if was_open and self.status != "open":
+            self.manager.notify(hookspecs.trade_episode_finished, episode=self)
+        return text
+
+    def _answer(self, name: str, arguments: str | dict[str, Any] | None) -> str:
         self.tool_calls += 1
         name = written = name if isinstance(name, str) else repr(name)  # a parser may hand over anything
         if self.aliases:
@@ -390,9 +402,12 @@ class Episode(BaseModel):
     # -- the end -------------------------------------------------------------------------------
 
     def end(self, status: Status, reason: str) -> None:
-        """Close an open episode: stopped by TakeAction, or ended by :class:`~trade_tools.day.TradingDay`."""
+        """Close an open episode: stopped by TakeAction, or ended by :class:`~trade_tools.day.TradingDay` or a
+        policy; plugins hear it once (``trade_episode_finished``; after the call's event when a call ended it)."""
         if self.status == "open":
             self.status, self.status_reason = status, reason
+            if not self._calling:
+                self.manager.notify(hookspecs.trade_episode_finished, episode=self)
 
     # -- results -----------------------------------------------------------------------------
 

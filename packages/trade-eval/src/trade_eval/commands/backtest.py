@@ -196,7 +196,7 @@ def backtest_command(
     from trade_eval.memorisation import warn_before_cutoff
     from trade_eval.metrics import spread_lines, table_lines
     from trade_eval.policy import POLICIES
-    from trade_tools.runfolder import SEEDS
+    from trade_records.runfolder import SEEDS
 
     policy = POLICIES.get(policy_name)
     if policy.needs_server and not (settings.base_url and settings.model):

@@ -13,7 +13,7 @@ from trade_core.errors import TradeError
 from trade_core.params import FiniteRange
 
 if TYPE_CHECKING:
-    from trade_tools.runfolder import EpisodeRecord
+    from trade_records.runfolder import EpisodeRecord
 
 Label = tuple[str, str, str]
 """A compared statistic: its name in the sentence, its number format, the unit after the difference."""
@@ -26,7 +26,7 @@ LABELS: dict[str, Label] = {
 
 def _kind(path: Path) -> str:
     """The manifest's kind ("backtest" or "tasks"), or a one-line error for a folder that is no run."""
-    from trade_tools.runfolder import read_run_manifest
+    from trade_records.runfolder import read_run_manifest
 
     try:
         return read_run_manifest(path).kind
@@ -39,7 +39,7 @@ def _kind(path: Path) -> str:
 def _daily_returns(path: Path) -> tuple[str, dict[str, float], dict[str, Any]]:
     """(name, daily return by date, the summary's conventions) of a run folder, from its NAVs at each close."""
     from trade_eval.report.runs import load_run
-    from trade_tools.runfolder import DAYS, MANIFEST
+    from trade_records.runfolder import DAYS, MANIFEST
 
     run = load_run(path)
     initial = run.setting("initial_cash", int | float)
@@ -62,7 +62,7 @@ def _episodes(path: Path) -> tuple[str, list[str], dict[tuple[str, int], Episode
     """(name, the run's schemes, the record of each played (task, sample)) of a tasks run folder; lines that
     cannot be read are skipped, as the report skips them."""
     from trade_eval.report.runs import read_records
-    from trade_tools.runfolder import EPISODES, EpisodeRecord, TasksManifest, read_run_manifest
+    from trade_records.runfolder import EPISODES, EpisodeRecord, TasksManifest, read_run_manifest
 
     manifest = read_run_manifest(path)
     assert isinstance(manifest, TasksManifest)  # _kind said so

@@ -28,7 +28,7 @@ from trade_eval.dashboard.state import RunState, States
 from trade_eval.report.charts import nav_chart
 from trade_eval.report.page import chart_lines, cny, count, num, pct, sign, state
 from trade_eval.report.runs import Run, finite
-from trade_tools.runfolder import DAYS, EPISODES, BacktestSummary, DayRecord
+from trade_records.runfolder import DAYS, EPISODES, BacktestSummary, DayRecord
 
 ROOT, STATES, PLAYS = web.AppKey("root", Path), web.AppKey("states", States), web.AppKey("plays", Plays)
 HOSTS = web.AppKey("hosts", frozenset)

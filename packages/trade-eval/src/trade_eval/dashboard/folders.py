@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trade_core.hookspecs import RunKind
-from trade_tools.runfolder import kind_of
+from trade_records.runfolder import kind_of
 
 MAX_DEPTH = 4
 

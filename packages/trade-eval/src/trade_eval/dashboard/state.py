@@ -23,7 +23,7 @@ from trade_core.errors import error_line
 from trade_eval.dashboard.folders import RunFolder, part
 from trade_eval.dashboard.lines import LineIndex
 from trade_eval.dashboard.records import JsonLines, Line
-from trade_tools.runfolder import MANIFEST, MANIFESTS, METRICS, STEP_FOLDERS, SUMMARY, TRAJECTORIES, read_summary
+from trade_records.runfolder import MANIFEST, MANIFESTS, METRICS, STEP_FOLDERS, SUMMARY, TRAJECTORIES, read_summary
 from trade_tools.trajectory import Trajectory
 
 

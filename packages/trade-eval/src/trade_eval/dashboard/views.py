@@ -5,6 +5,7 @@ two runs side by side."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,7 +17,9 @@ from trade_eval.dashboard.state import RunState
 from trade_eval.metrics import trading, trading_note
 from trade_eval.report.page import conventions_lines, message_view, metrics_table, orders_view, pct
 from trade_eval.report.runs import finite
-from trade_tools.runfolder import MANIFESTS, BacktestSummary, TasksSummary
+from trade_records.metrics import MetricsLine, Played, StepMetrics
+from trade_records.runfolder import MANIFESTS, BacktestSummary, TasksSummary
+from trade_tools.grading import Reward
 from trade_tools.trajectory import Trajectory
 
 PAGE = 200
@@ -116,14 +119,14 @@ def headline(state: RunState) -> dict[str, Any]:
         row.update(count="reading…", reading=True)
         return row
     if state.run.kind == "training":
-        metrics = [line.value for line in state.metrics() if line.value]
+        metrics = _metrics_lines(state)
         steps = state.steps()
         row["count"] = f"{max(len(metrics), len(steps))} steps"
         if metrics:
-            last = metrics[-1]
+            last = metrics[-1].metrics
             row["numbers"] = [
-                ("reward", _num(last.get("trade/reward/score/mean"))),
-                ("stop rate", pct(last.get("trade/stop_rate"), signed=False)),
+                ("reward", _num(last.reward.get("score"))),
+                ("stop rate", pct(last.stop_rate, signed=False)),
             ]
         return row
     lines = state.records()
@@ -169,67 +172,69 @@ def summary_view(state: RunState) -> dict[str, Any]:
 
 
 def training_rows(state: RunState) -> list[dict[str, Any]]:
-    """One row per step: the trainer's metrics line where there is one, else what the step's records say."""
-    metrics = {int(v["step"]): v for line in state.metrics() if (v := line.value) and isinstance(v.get("step"), int)}
+    """One row per step: the trainer's metrics line where there is one, else the same metrics computed from the
+    step's records (a trainer that logged elsewhere: verl's loggers)."""
+    metrics = {m.step: m.metrics for m in _metrics_lines(state)}
     steps = state.steps()
     return [
         {
             "step": step,
             "has_records": step in steps,
             "derived": step not in metrics,
-            **_step_numbers(metrics[step] if step in metrics else _derived_metrics(step_rows(state, step))),
+            **_step_numbers(metrics[step] if step in metrics else StepMetrics.of(_played(state, step))),
         }
         for step in sorted(set(metrics) | set(steps))
     ]
 
 
-def _derived_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A step's numbers from its records, for a trainer that logged its metrics elsewhere (verl's loggers):
-    mean score, stop rate, tool-error rate and the share of tasks whose records all scored the same."""
-    rows = [r for r in rows if not r["problem"]]
-    if not rows:
-        return {}
-    scores = [s for r in rows if (s := finite(r["score"])) is not None]
-    calls = sum(r["tool_calls"] or 0 for r in rows)
-    groups: dict[str, list[float]] = {}
-    for row in rows:
-        if (score := finite(row["score"])) is not None:
-            groups.setdefault(str(row["task_id"]), []).append(score)
+def _metrics_lines(state: RunState) -> list[MetricsLine]:
+    return [m for line in state.metrics() if line.value and (m := MetricsLine.from_flat(line.value))]
+
+
+def _step_numbers(metrics: StepMetrics | None) -> dict[str, Any]:
+    if metrics is None:
+        return {"rewards": {}, "trajectories": None, "stop_rate": None, "tool_error_rate": None, "zero_variance": None}
     return {
-        "trade/trajectories": len(rows),
-        "trade/reward/score/mean": sum(scores) / len(scores) if scores else None,
-        "trade/stop_rate": sum(r["status"] == "stopped" for r in rows) / len(rows),
-        "trade/tool_error_rate": sum(r["tool_errors"] or 0 for r in rows) / calls if calls else 0.0,
-        "trade/zero_variance_groups": sum(max(g) - min(g) <= 1e-12 for g in groups.values()) / len(groups)
-        if groups
-        else None,
+        "rewards": metrics.reward,
+        "trajectories": metrics.trajectories,
+        "stop_rate": metrics.stop_rate,
+        "tool_error_rate": metrics.tool_error_rate,
+        "zero_variance": metrics.zero_variance_groups,
     }
 
 
-def _step_numbers(metrics: dict[str, Any]) -> dict[str, Any]:
-    parts = {
-        k.removeprefix("trade/reward/").removesuffix("/mean"): v
-        for k, v in metrics.items()
-        if k.startswith("trade/reward/")
-    }
-    return {
-        "rewards": parts,
-        "trajectories": metrics.get("trade/trajectories"),
-        "stop_rate": metrics.get("trade/stop_rate"),
-        "tool_error_rate": metrics.get("trade/tool_error_rate"),
-        "zero_variance": metrics.get("trade/zero_variance_groups"),
-    }
+def _step_lines(state: RunState, step: int) -> Iterator[tuple[int, dict[str, Any] | None, str]]:
+    """A training step's trajectory lines, each parsed alone: (number, value, problem)."""
+    index = state.trajectory_index(step)
+    for number in range(len(index) if index else 0):
+        try:
+            yield number, json.loads(index.read(number)), ""  # type: ignore[union-attr]
+        except ValueError as error:
+            yield number, None, f"line {number + 1}: not JSON ({error.__class__.__name__})"
+
+
+def _played(state: RunState, step: int) -> list[Played]:
+    """What the step's metrics read of each scored trajectory (lines that are not one left out)."""
+    played = []
+    for _, value, _ in _step_lines(state, step):
+        episode = (value or {}).get("episode") or {}
+        try:
+            reward = Reward.model_validate((value or {}).get("reward"))
+            actions = episode.get("actions") or []
+            trades = sum(bool(a.get("accepted")) and a.get("type") in ("buy", "sell") for a in actions)
+            counts = [int(episode.get(key) or 0) for key in ("turns", "tool_calls", "tool_errors")]
+            played.append(Played(str(value.get("task_id")), reward, str(episode.get("status")), *counts, trades))
+        except (ValidationError, AttributeError, TypeError, ValueError):
+            continue
+    return played
 
 
 def step_rows(state: RunState, step: int) -> list[dict[str, Any]]:
     """A training step's trajectories, each from its own line."""
-    index = state.trajectory_index(step)
     rows = []
-    for number in range(len(index) if index else 0):
-        try:
-            value = json.loads(index.read(number))  # type: ignore[union-attr]
-        except ValueError as error:
-            rows.append({"n": number, "problem": f"line {number + 1}: not JSON ({error.__class__.__name__})"})
+    for number, value, problem in _step_lines(state, step):
+        if value is None:
+            rows.append({"n": number, "problem": problem})
             continue
         episode, reward = value.get("episode") or {}, value.get("reward") or {}
         rows.append(

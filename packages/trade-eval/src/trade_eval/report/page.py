@@ -24,8 +24,8 @@ from trade_eval.metrics import METRIC_ROWS, NOTE_AFTER, NOTE_LABEL, Conventions,
 from trade_eval.report.charts import Kind, Line, drawdown_chart, nav_chart
 from trade_eval.report.runs import NavSeries, Run, finite
 from trade_eval.uncertainty import Bootstrap, intervals
+from trade_records.runfolder import DayRecord
 from trade_tools.episode import Episode
-from trade_tools.runfolder import DayRecord
 from trade_tools.text import signed_pct
 from trade_tools.trajectory import Message, Trajectory
 

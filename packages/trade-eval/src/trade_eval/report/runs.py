@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from trade_core.errors import TradeError, error_line
-from trade_tools.runfolder import (
+from trade_records.runfolder import (
     DAYS,
     MANIFEST,
     SEEDS,

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from trade_core.errors import TradeError
-from trade_core.hookspecs import trade_run_finished
 from trade_core.plugins import get_manager
+from trade_core.runs import running
 
 
 class TrainGroup(click.Group):
@@ -124,10 +124,10 @@ def train_group(
         click.echo("dry run: config valid; nothing launched")
         return
     click.echo("config valid; launching")
-    code = plan.launch()
-    if code == 0:
-        get_manager().notify(trade_run_finished, kind="training", folder=plan.run_dir)
-    ctx.exit(code)
+    with running("training", plan.run_dir, get_manager()):  # the launched process and its workers inherit the run
+        code = plan.launch()
+        if code != 0:
+            ctx.exit(code)  # a failed run has not finished: no trade_run_finished
 
 
 @train_group.command("export")

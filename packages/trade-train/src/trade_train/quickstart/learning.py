@@ -3,33 +3,49 @@
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
+from trade_records.metrics import TRL_CLIPPED, MetricsLine
+from trade_records.runfolder import TasksSummary
 from trade_reward.schemes import FAILURES
-from trade_tools.runfolder import METRICS, TasksSummary, read_jsonl
 
-STEP_COLUMNS = {
-    "trade/reward/score/mean": "mean reward",
-    "trade/exploit_share": "exploit share",
-    "trade/failure/no_valid_call": "no valid call",
-    "trade/failure/truncated": "truncated",
-    "trl/completions/clipped_ratio": "clipped (TRL)",
-    "trade/failure/no_stop": "no stop",
-    "trade/tool_error_rate": "tool-error rate",
-    "trade/stop_rate": "stop rate",
-    "trade/zero_variance_groups": "zero-variance groups",
+Figure = Callable[[MetricsLine], "float | None"]
+"""One per-step figure read from a metrics line (None where the step has none)."""
+
+
+def reward(line: MetricsLine) -> float | None:
+    return line.metrics.reward.get("score")
+
+
+def exploit_share(line: MetricsLine) -> float | None:
+    return line.metrics.exploit_share
+
+
+def zero_variance(line: MetricsLine) -> float | None:
+    return line.metrics.zero_variance_groups
+
+
+def _failure(kind: str) -> Figure:
+    return lambda line: line.metrics.failure.get(kind)
+
+
+STEP_COLUMNS: dict[str, tuple[Figure, str]] = {
+    "mean reward": (reward, "+.3f"),
+    "exploit share": (exploit_share, ".0%"),
+    "no valid call": (_failure("no_valid_call"), ".0%"),
+    "truncated": (_failure("truncated"), ".0%"),
+    "clipped (TRL)": (lambda line: line.trainer.get(TRL_CLIPPED), ".0%"),
+    "no stop": (_failure("no_stop"), ".0%"),
+    "tool-error rate": (lambda line: line.metrics.tool_error_rate, ".0%"),
+    "stop rate": (lambda line: line.metrics.stop_rate, ".0%"),
+    "zero-variance groups": (zero_variance, ".0%"),
 }
-"""The columns of the per-step table: the ``trade/...`` metrics trl-grpo writes to metrics.jsonl, and TRL's own
-clipped ratio (rollouts that ended without an end-of-turn token: cut by the budget, or on a tool text), which
-counts rollouts our scoring may have ended otherwise (stopped before the cut, or a reply without a call)."""
-
-
-def step_metrics(run_dir: Path) -> list[dict[str, float]]:
-    """metrics.jsonl of a trl-grpo run: one dict per optimizer step (a line still being written left out)."""
-    return read_jsonl(Path(run_dir) / METRICS)
+"""The columns of the per-step table, with their formats: our metrics of each trl-grpo step, and TRL's own clipped
+ratio (rollouts that ended without an end-of-turn token: cut by the budget, or on a tool text), which counts
+rollouts our scoring may have ended otherwise (stopped before the cut, or a reply without a call)."""
 
 
 def failure_rate(summary: TasksSummary) -> float | None:
@@ -55,30 +71,30 @@ class Half(NamedTuple):
 RESAMPLES = 2000
 
 
-def halves(steps: list[dict[str, float]], key: str) -> tuple[Half, Half] | None:
-    """``key`` over the first and the second half of the steps that logged it (one step: that step twice),
-    each step weighted by its rollouts (``trade/trajectories``), so a step with few scored rollouts counts little."""
-    logged = [step for step in steps if key in step]
+def halves(steps: list[MetricsLine], figure: Figure) -> tuple[Half, Half] | None:
+    """``figure`` over the first and the second half of the steps that have it (one step: that step twice),
+    each step weighted by its rollouts, so a step with few scored rollouts counts little."""
+    logged = [(step, value) for step in steps if (value := figure(step)) is not None]
     if not logged:
         return None
     cut = max(1, len(logged) // 2)
-    return _half(logged[:cut], key), _half(logged[-cut:], key)
+    return _half(logged[:cut]), _half(logged[-cut:])
 
 
-def _half(steps: list[dict[str, float]], key: str) -> Half:
-    values = np.array([step[key] for step in steps])
-    weights = np.array([step.get("trade/trajectories", 1.0) for step in steps])
-    span = (int(steps[0]["step"]), int(steps[-1]["step"]))
+def _half(logged: list[tuple[MetricsLine, float]]) -> Half:
+    values = np.array([value for _, value in logged])
+    weights = np.array([step.metrics.trajectories for step, _ in logged], dtype=float)
+    span = (logged[0][0].step, logged[-1][0].step)
     mean = float(np.average(values, weights=weights))
-    if len(steps) < 2:
+    if len(logged) < 2:
         return Half(mean, None, span)
-    picks = np.random.default_rng(0).integers(0, len(steps), size=(RESAMPLES, len(steps)))
+    picks = np.random.default_rng(0).integers(0, len(logged), size=(RESAMPLES, len(logged)))
     resampled = (values[picks] * weights[picks]).sum(axis=1) / weights[picks].sum(axis=1)
     low, high = np.percentile(resampled, [2.5, 97.5])
     return Half(mean, (float(low), float(high)), span)
 
 
-def step_chart(steps: list[dict[str, float]]) -> bytes:
+def step_chart(steps: list[MetricsLine]) -> bytes:
     """grpo.png: mean reward, exploit share and zero-variance share per GRPO step (PNG bytes)."""
     import io
 
@@ -86,13 +102,13 @@ def step_chart(steps: list[dict[str, float]]) -> bytes:
 
     figure = Figure(figsize=(10, 6.5), dpi=110, layout="constrained")
     panels = (
-        ("trade/reward/score/mean", "mean rollout reward", None),
-        ("trade/exploit_share", "exploit share (buys of the signal's top stock)", (0, 1)),
-        ("trade/zero_variance_groups", "groups without a reward difference", (0, 1)),
+        (reward, "mean rollout reward", None),
+        (exploit_share, "exploit share (buys of the signal's top stock)", (0, 1)),
+        (zero_variance, "groups without a reward difference", (0, 1)),
     )
-    for row, (key, title, limits) in enumerate(panels, start=1):
+    for row, (figure_of, title, limits) in enumerate(panels, start=1):
         axes = figure.add_subplot(len(panels), 1, row)
-        points = [(step["step"], step[key]) for step in steps if key in step]
+        points = [(step.step, value) for step in steps if (value := figure_of(step)) is not None]
         if points:
             axes.plot(*zip(*points, strict=True), marker="o", markersize=3, linewidth=1.2, color="#1f77b4")
         axes.set_title(title, loc="left", fontsize=10)

@@ -142,6 +142,8 @@ def model(ctx: Context) -> dict[str, Any]:
 
 def grpo(ctx: Context) -> dict[str, Any]:
     """GRPO with trl-grpo, in this process (`trade train --trainer trl-grpo --device cpu`)."""
+    from trade_core.plugins import get_manager
+    from trade_core.runs import running
     from trade_train.trl_grpo.run import CONFIG, GRPOSettings, RunConfig, train
 
     s, recipe = ctx.settings, ctx.settings.recipe
@@ -165,7 +167,9 @@ def grpo(ctx: Context) -> dict[str, Any]:
         ),
     )
     atomic_write(config.run_dir / CONFIG, config.model_dump_json(indent=2) + "\n")
-    return {"model": str(train(config)), "run_dir": str(config.run_dir)}
+    with running("training", config.run_dir, get_manager()):  # plugins hear the training run as under `trade train`
+        trained = train(config)
+    return {"model": str(trained), "run_dir": str(config.run_dir)}
 
 
 def _local(ctx: Context, side: str, store: MarketStore) -> tuple[str, Any]:

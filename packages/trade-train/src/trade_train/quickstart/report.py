@@ -9,19 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from trade_core.files import atomic_write
-from trade_tools.runfolder import BacktestSummary, TasksSummary
+from trade_records.metrics import FLAT_REASONS, MetricsLine, read_metrics
+from trade_records.runfolder import BacktestSummary, TasksSummary
 from trade_train.quickstart.learning import (
     STEP_COLUMNS,
     chance_share,
+    exploit_share,
     failure_rate,
     failure_share,
     halves,
+    reward,
     step_chart,
-    step_metrics,
 )
 from trade_train.quickstart.settings import QuickstartSettings
 from trade_train.quickstart.stages import STATE, Context
-from trade_train.rollouts import FLAT_REASONS
 
 REPORT, PAGE, CHART = "report.md", "report.html", "grpo.png"
 
@@ -82,18 +83,15 @@ def side_by_side(summaries: dict[str, TasksSummary], scheme: str) -> list[str]:
     return _table(header, rows)
 
 
-def learning_table(steps: list[dict[str, float]]) -> list[str]:
+def learning_table(steps: list[MetricsLine]) -> list[str]:
     rows = [
         [
-            str(int(step["step"])),
-            *(
-                ("-" if key not in step else f"{step[key]:+.3f}" if "reward" in key else f"{step[key]:.0%}")
-                for key in STEP_COLUMNS
-            ),
+            str(step.step),
+            *("-" if (value := figure(step)) is None else f"{value:{form}}" for figure, form in STEP_COLUMNS.values()),
         ]
         for step in steps
     ]
-    return _table(["step", *STEP_COLUMNS.values()], rows)
+    return _table(["step", *STEP_COLUMNS], rows)
 
 
 def _apart(a: list[float] | None, b: list[float] | None) -> bool:
@@ -169,16 +167,16 @@ def _interval(interval: list[float] | None, form: str) -> str:
 
 
 def lessons(
-    steps: list[dict[str, float]], summaries: dict[str, TasksSummary], verdict: str, scheme: str, chance: float | None
+    steps: list[MetricsLine], summaries: dict[str, TasksSummary], verdict: str, scheme: str, chance: float | None
 ) -> str:
     """The plain paragraph: what moved, what did not, each number from this run and each clause chosen by them."""
     trained, untrained = summaries["trained"], summaries["untrained"]
-    rewards = halves(steps, "trade/reward/score/mean")
+    rewards = halves(steps, reward)
     text = ""
     if rewards is None:
         text += "GRPO logged no step. "
     else:
-        shares = halves(steps, "trade/exploit_share")
+        shares = halves(steps, exploit_share)
         (first, last), share = rewards, ""
         if shares is not None:
             share = (
@@ -202,19 +200,19 @@ def lessons(
     return text
 
 
-def _differing(steps: list[dict[str, float]]) -> str:
+def _differing(steps: list[MetricsLine]) -> str:
     """'k of n groups' with a reward difference, over the run's steps."""
-    groups = sum(step.get("trade/groups", 0.0) for step in steps)
-    flat = sum(step.get("trade/groups", 0.0) * step.get("trade/zero_variance_groups", 0.0) for step in steps)
+    groups = sum(step.metrics.groups or 0 for step in steps)
+    flat = sum((step.metrics.groups or 0) * (step.metrics.zero_variance_groups or 0.0) for step in steps)
     return f"{groups - flat:.0f} of {groups:.0f} groups"
 
 
-def flat_steps(steps: list[dict[str, float]]) -> str | None:
+def flat_steps(steps: list[MetricsLine]) -> str | None:
     """The line saying how many steps had over half their groups without a reward difference, and why."""
-    warned = [step for step in steps if step.get("trade/zero_variance_groups", 0.0) > 0.5]
+    warned = [step for step in steps if (step.metrics.zero_variance_groups or 0.0) > 0.5]
     if not warned:
         return None
-    reasons = {why: sum(step.get(f"trade/zero_variance/{why}", 0.0) for step in warned) for why in FLAT_REASONS}
+    reasons = {why: sum(step.metrics.zero_variance.get(why, 0.0) for step in warned) for why in FLAT_REASONS}
     named = ", ".join(why.replace("_", " ") for why, total in sorted(reasons.items(), key=lambda kv: -kv[1]) if total)
     return (
         f"Warning: {len(warned)} of {len(steps)} steps had over half their groups without a reward difference "
@@ -254,7 +252,7 @@ def write_reports(ctx: Context) -> dict[str, Any]:
     s, results = ctx.settings, ctx.results
     summaries = tasks_summaries(results["evaluate"])
     compared = results["evaluate"]["compare"]
-    steps = step_metrics(Path(results["grpo"]["run_dir"]))
+    steps = read_metrics(Path(results["grpo"]["run_dir"]))
     atomic_write(ctx.out / CHART, step_chart(steps))
     tasks, tuned, recipe = results["tasks"], results["model"], s.recipe
     trained_layers = f"the top {recipe.train_layers} layers trained" if recipe.train_layers else "every weight trained"

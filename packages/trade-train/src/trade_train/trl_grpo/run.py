@@ -15,7 +15,6 @@ reads).
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -28,11 +27,12 @@ from trade_core.cpu_generation import fast_cpu_sampling
 from trade_core.errors import TradeError
 from trade_core.plugins import get_manager
 from trade_data.store import MarketStore
+from trade_records.metrics import PREFIX, TRL_CLIPPED, MetricsLine, append_metrics
+from trade_records.runfolder import ROLLOUTS, step_file
 from trade_tools.episode import MAX_TURNS, EpisodeSettings
-from trade_tools.runfolder import METRICS, ROLLOUTS, append_line, step_file
 from trade_tools.trajectory import write_trajectories
 from trade_train.hookspecs import trade_step_metrics
-from trade_train.rollouts import Rollout, flat_warning, step_metrics
+from trade_train.rollouts import Rollout, step_metrics
 
 log = structlog.get_logger("trade.train")
 
@@ -104,8 +104,9 @@ class Scorer:
             for c, ids, env in zip(completions, completion_ids, environments, strict=True)
         ]
         self.rollouts += batch
-        for key, value in step_metrics(batch, self.store).items():
-            kw["log_metric"](key, value)
+        if metrics := step_metrics(batch, self.store):
+            for key, value in metrics.flat().items():
+                kw["log_metric"](key, value)
         return [rollout.score for rollout in batch]
 
     def take(self) -> list[Rollout]:
@@ -113,9 +114,8 @@ class Scorer:
         return taken
 
 
-TRL_CLIPPED = "completions/clipped_ratio"
-"""TRL's share of a step's completions whose last token is no end of turn: cut by the token budget, or ended on a
-tool text because the budget left no room for the next reply. Kept in metrics.jsonl as ``trl/...``."""
+TRL_CLIPPED_LOG = TRL_CLIPPED.removeprefix("trl/")
+"""The name TRL logs its clipped ratio under (:data:`~trade_records.metrics.TRL_CLIPPED` in metrics.jsonl)."""
 
 
 def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
@@ -124,7 +124,7 @@ def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
     from transformers import TrainerCallback
 
     class StepRecorder(TrainerCallback):
-        pending: dict[str, Any] | None = None
+        pending: MetricsLine | None = None
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             rollouts = scorer.take()
@@ -132,18 +132,20 @@ def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
                 return
             step = state.global_step
             metrics = step_metrics(rollouts, scorer.store)
+            assert metrics is not None  # there are rollouts
             records = [r.trajectory(model=model, step=step).model_copy(update={"source": SOURCE}) for r in rollouts]
             write_trajectories(step_file(run_dir / ROLLOUTS, step), records)
             self.write()  # a step whose log never came
-            self.pending = {"step": step, **metrics}
-            log.info("trl_grpo.step", step=step, **{k.removeprefix("trade/"): round(v, 4) for k, v in metrics.items()})
-            get_manager().notify(trade_step_metrics, trainer=SOURCE, step=step, metrics=metrics)
-            if warning := flat_warning(metrics):
+            self.pending = MetricsLine(step=step, metrics=metrics)
+            flat = metrics.flat()
+            log.info("trl_grpo.step", step=step, **{k.removeprefix(PREFIX): round(v, 4) for k, v in flat.items()})
+            get_manager().notify(trade_step_metrics, trainer=SOURCE, step=step, metrics=flat)
+            if warning := metrics.flat_warning():
                 log.warning("trl_grpo.flat_groups", step=step, warning=warning)
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
-            if self.pending is not None and logs and TRL_CLIPPED in logs:
-                self.pending[f"trl/{TRL_CLIPPED}"] = float(logs[TRL_CLIPPED])
+            if self.pending is not None and logs and TRL_CLIPPED_LOG in logs:
+                self.pending.trainer[TRL_CLIPPED] = float(logs[TRL_CLIPPED_LOG])
                 self.write()
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -151,7 +153,7 @@ def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
 
         def write(self) -> None:
             if self.pending is not None:
-                append_line(run_dir / METRICS, json.dumps(self.pending))
+                append_metrics(run_dir, self.pending)
                 self.pending = None
 
     return StepRecorder()

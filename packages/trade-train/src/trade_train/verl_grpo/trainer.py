@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from trade_core.errors import TradeError
+from trade_records.runfolder import ROLLOUTS
 from trade_tools.episode import MAX_TURNS, TOOL_TEXT_LIMIT
-from trade_tools.runfolder import ROLLOUTS
 from trade_tools.toolcalls import HERMES, QWEN3_CODER, model_format
 from trade_train.install import install_hint
 from trade_train.trainer import RunPlan, Trainer, TrainSpec

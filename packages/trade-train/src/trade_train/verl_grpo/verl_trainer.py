@@ -28,10 +28,10 @@ from verl.trainer.ppo import v1
 from verl.trainer.ppo.v1 import trainer_base
 
 from trade_core.plugins import get_manager
-from trade_tools.runfolder import step_file
+from trade_records.runfolder import step_file
 from trade_tools.trajectory import write_trajectories
 from trade_train.hookspecs import trade_step_metrics
-from trade_train.rollouts import Rollout, flat_warning, step_metrics
+from trade_train.rollouts import Rollout, step_metrics
 from trade_train.verl_grpo.schema import EPISODE, rollout
 
 log = structlog.get_logger("trade.train")
@@ -75,9 +75,9 @@ class TradingMetrics:
     def _compute_metrics(self, batch: KVBatchMeta, metrics: dict, timing_raw: dict, global_steps: int, epoch: int):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)  # type: ignore[misc]
         trading = step_metrics(self._rollouts(batch))
-        metrics.update(trading)
+        metrics.update(trading.flat() if trading else {})
         get_manager().notify(trade_step_metrics, trainer="verl-grpo", step=global_steps, metrics=metrics)
-        if warning := flat_warning(trading):
+        if trading and (warning := trading.flat_warning()):
             log.warning("verl_grpo.flat_groups", step=global_steps, warning=warning)
 
     def _log_rollout_data(self, batch: KVBatchMeta, timing_raw: dict, rollout_data_dir: str) -> None:

@@ -9,8 +9,9 @@
   :func:`step_file` (``rollouts/trajectories/{step}.jsonl``; a verl rollout folder given alone holds
   ``trajectories/{step}.jsonl``).
 
-The JSONL files grow one whole line at a time (one write, flushed; fsynced at once by :func:`append_line`, or
-in groups by an :class:`Appender`), a trajectory before its record, so a killed run leaves at most one partial
+The JSONL files grow one whole line at a time (one write, flushed; fsynced at once by
+:func:`~trade_core.files.append_line`, or in groups by an :class:`~trade_core.files.Appender`), a trajectory
+before its record, so a killed run leaves at most one partial
 last line and trajectories without a record: :func:`open_run` with ``resume`` keeps what a resume can trust and
 cuts the rest away. One process writes a folder at a time (:func:`writer_lock`).
 """
@@ -22,15 +23,14 @@ import datetime as dt
 import hashlib
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from trade_core.errors import TradeError, error_line
-from trade_core.files import atomic_write, lock_file
+from trade_core.files import atomic_write, ends_inside_line, lock_file, read_lines
 from trade_core.hookspecs import RunKind
 from trade_data.qlib_dir import META_FILE
 from trade_data.signals import describe_dataset
@@ -302,48 +302,6 @@ _ANY_MANIFEST: TypeAdapter[Manifest | TasksManifest] = TypeAdapter(
 )
 
 
-def append_line(path: Path, text: str) -> None:
-    """Append one line with a single write, flushed and fsynced before returning."""
-    with open(path, "ab") as handle:
-        handle.write(text.encode("utf-8") + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-class Appender:
-    """Appends whole lines to a run's JSONL files, each with one write and a flush (a killed process loses no
-    finished line), but fsyncs them at most every ``every`` seconds and on close (a power cut loses at most
-    that much): an fsync per line of hundreds of episodes a second costs more than the episodes. The files are
-    fsynced in the order they were first written, so a synced record never names an unsynced trajectory."""
-
-    def __init__(self, every: float = 0.1) -> None:
-        self.every = every
-        self.handles: dict[Path, BinaryIO] = {}
-        self.synced = time.monotonic()
-
-    def __enter__(self) -> Appender:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sync()
-        for handle in self.handles.values():
-            handle.close()
-
-    def append(self, path: Path, text: str) -> None:
-        if path not in self.handles:
-            self.handles[path] = open(path, "ab")  # noqa: SIM115 - closed in __exit__
-        handle = self.handles[path]
-        handle.write(text.encode("utf-8") + b"\n")
-        handle.flush()
-        if time.monotonic() - self.synced >= self.every:
-            self.sync()
-
-    def sync(self) -> None:
-        for handle in self.handles.values():
-            os.fsync(handle.fileno())
-        self.synced = time.monotonic()
-
-
 def write_json(path: Path, value: BaseModel | dict[str, Any]) -> None:
     text = value.model_dump_json(indent=2) if isinstance(value, BaseModel) else json.dumps(value, indent=2)
     atomic_write(path, text + "\n")
@@ -451,34 +409,6 @@ def finished_records(out: Path, manifest: RunManifest) -> list[Any]:
     if len(wanted) < len(trajectories) or ends_inside_line(out / TRAJECTORIES):
         atomic_write(out / TRAJECTORIES, "".join(line + "\n" for line in wanted))
     return records
-
-
-def read_lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file's whole lines: a last line cut short (a writer appending, or killed
-    mid-write) is left out, as is a line that is not a JSON object; a missing file has none."""
-    lines = read_lines(path)
-    if lines and ends_inside_line(path):
-        lines.pop()
-    values = []
-    for line in lines:
-        with contextlib.suppress(json.JSONDecodeError):
-            value = json.loads(line)
-            if isinstance(value, dict):
-                values.append(value)
-    return values
-
-
-def ends_inside_line(path: Path) -> bool:
-    """Whether the file ends inside a line (a write cut short)."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return False
-    with open(path, "rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) != b"\n"
 
 
 def trajectory_id_of(line: str) -> str | None:

@@ -9,24 +9,21 @@ from pathlib import Path
 import pytest
 
 from trade_core.errors import TradeError
-from trade_tools.runfolder import (
+from trade_core.files import Appender, ends_inside_line, read_jsonl, read_lines
+from trade_records.runfolder import (
     MANIFEST,
     METRICS,
     ROLLOUTS,
     STEPS,
     SUMMARY,
     TRAJECTORIES,
-    Appender,
     BacktestSummary,
     Manifest,
     RunManifest,
     TasksManifest,
     TasksSummary,
-    ends_inside_line,
     kind_of,
     open_run,
-    read_jsonl,
-    read_lines,
     read_manifest,
     read_summary,
     trajectory_id_of,
