@@ -89,3 +89,16 @@ def test_metrics_lines_append_whole_and_read_back_without_a_partial_or_foreign_l
     assert read_metrics(tmp_path) == lines
     assert json.loads((tmp_path / METRICS).read_text().splitlines()[0])[TRL_CLIPPED] == 0.25
     assert read_metrics(tmp_path / "missing") == []
+
+
+def test_the_readme_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    example = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    run = tmp_path / "quickstart" / "grpo"
+    run.mkdir(parents=True)
+    append_metrics(
+        run, MetricsLine(step=1, metrics=StepMetrics.of(STEP, exploits=(1, 1.0)), trainer={TRL_CLIPPED: 0.5})
+    )
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "README.md", "exec"), {})
+    assert capsys.readouterr().out == "1 -0.25 1.0 {'trl/completions/clipped_ratio': 0.5}\n"

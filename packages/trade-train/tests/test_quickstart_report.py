@@ -148,3 +148,28 @@ def _lines(steps: list[dict]) -> list[MetricsLine]:
     lines = [MetricsLine.from_flat(base | step) for step in steps]
     assert all(lines)
     return lines  # type: ignore[return-value]
+
+
+def test_the_backtest_notes_say_what_a_short_window_and_a_synthetic_index_mean() -> None:
+    """Issue 39: a 20-day window annualised is noise, and the synthetic market's index is not the real CSI300."""
+    from trade_records.runfolder import BacktestSummary
+    from trade_train.quickstart.report import backtest_notes
+
+    dates = [f"2024-01-{day:02d}" for day in range(2, 23)]
+    summary = BacktestSummary(conventions={"trading_days_per_year": 252}, rows={}, nav={"dates": dates})
+    synthetic = backtest_notes(summary, synthetic=True)
+    assert synthetic.startswith("Annualised figures (252 trading days a year) extrapolate 20 days")
+    assert "synthetic market's own index" in synthetic and "not the real CSI300" in synthetic
+    assert "synthetic" not in backtest_notes(summary, synthetic=False)
+
+
+def test_the_baselines_are_named_with_what_their_policies_do() -> None:
+    """Issue 39: the report defines each baseline by its policy's own description ("hold" buys the pool on a day
+    without holdings), never the trained or untrained model."""
+    from trade_eval.policy import POLICIES
+    from trade_train.quickstart.report import baseline_words
+
+    summaries = {name: _summary(None, None) for name in ("trained", "untrained", "hold", "oracle-signal", "nosuch")}
+    words = dict(baseline_words(summaries))
+    assert list(words) == ["hold", "oracle-signal"]
+    assert words["hold"] == POLICIES.get("hold").description and "buy the pool in equal weights" in words["hold"]
