@@ -71,7 +71,7 @@ def main() -> None:
             def call() -> None:
                 out = Path(tmp) / f"run{next(folders)}"
                 manifest = new_manifest(plan, "hold", settings, command=[], data=dataset, pool_file=None, pool_size=20)
-                play_into(out, plan, Hold(), settings, open_run(out, manifest, resume=False), progress=False)
+                play_into(plan, Hold(), settings, out, open_run(out, manifest, resume=False), progress=False)
 
             return call
 

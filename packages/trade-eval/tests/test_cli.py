@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import click
 import numpy as np
 import pytest
 
@@ -166,3 +167,20 @@ def test_the_table_prints_the_conventions_beside_the_metrics(sample_dataset: Pat
     assert "volatility (238 d/yr, ddof=1)" in run.out and "std of daily returns (ddof=1)" in run.out
     [folder] = (tmp_path / "runs").iterdir()
     assert folder.name == "momentum-2025-06-20-5d-seed0"
+
+
+def test_the_run_commands_share_their_options_with_the_settings_defaults() -> None:
+    """`trade eval backtest` and `trade eval tasks` offer the policy, sampling and guard options once (the run-command
+    layer), each with the default RunSettings gives the run."""
+    from trade_eval.commands.backtest import backtest_command
+    from trade_eval.commands.tasks import tasks_command
+    from trade_eval.settings import RunSettings
+
+    def shared(command: click.Command) -> dict[str, object]:
+        return {p.name: p.default for p in command.params if p.name in RunSettings.model_fields or p.name in GUARD}
+
+    GUARD = {"policy_name", "model_cutoff", "anonymize", "anonymize_noise"}
+    backtest, tasks = shared(backtest_command), shared(tasks_command)
+    assert tasks == {k: v for k, v in backtest.items() if k != "base_url"} and len(tasks) == 13
+    defaults = RunSettings()
+    assert all(tasks[name] == getattr(defaults, name) for name in tasks.keys() - GUARD - {"options", "api_key"})

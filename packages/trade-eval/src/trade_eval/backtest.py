@@ -323,7 +323,7 @@ def run_backtest(
         with writer_lock(out):
             records = open_run(out, manifest, resume=resume)
             log.info("backtest.start", out=str(out), policy=policy.name, days=len(manifest.dates), done=len(records))
-            play_into(out, backtest, policy, settings, records, progress=progress)
+            play_into(backtest, policy, settings, out, records, progress=progress)
             summary = compare(backtest, policy, settings, records, conventions or Conventions())
             write_json(out / SUMMARY, summary)
         failed = sum(r.status == "failed" for r in records)
@@ -370,10 +370,10 @@ def run_seeds(
 
 
 def play_into(
-    out: Path,
     backtest: Backtest,
     policy: Policy,
     settings: RunSettings,
+    out: Path,
     records: list[DayRecord],
     *,
     progress: bool = True,

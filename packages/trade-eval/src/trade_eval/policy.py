@@ -9,41 +9,16 @@ stateless plugins: what a run configures arrives as :class:`RunSettings`, and wh
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from pydantic import BaseModel, Field
+from typing import TYPE_CHECKING, ClassVar
 
 from trade_core.registry import Registry
 from trade_eval import hookspecs
+from trade_eval.settings import RunSettings
+from trade_records.runfolder import DayUsage
 from trade_tools.day import TradingDay
 
 if TYPE_CHECKING:
     from trade_data.store import MarketStore
-
-
-class RunSettings(BaseModel):
-    """What a run gives every policy (a baseline reads ``seed`` and ``options`` only)."""
-
-    model: str = Field("", description="the served model's name (OpenAI `model`)")
-    base_url: str | None = Field(None, description="the OpenAI-compatible server, e.g. http://127.0.0.1:8001/v1")
-    api_key: str = "EMPTY"
-    temperature: float = Field(0.7, ge=0)
-    top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int | None = Field(None, ge=1, description="completion tokens per request")
-    seed: int = 0
-    request_timeout: float = Field(120.0, gt=0, description="seconds before one request is abandoned")
-    retries: int = Field(3, ge=0, description="retries of a failed request, with exponential backoff")
-    options: dict[str, Any] = Field(default_factory=dict, description="policy-specific settings (--set key=value)")
-
-
-class DayUsage(BaseModel):
-    """What playing a day cost, for the run's table (zero for baselines)."""
-
-    requests: int = 0
-    retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    warnings: list[str] = Field(default_factory=list, description="e.g. tool-call markup returned as plain text")
 
 
 class PolicyUnavailable(Exception):

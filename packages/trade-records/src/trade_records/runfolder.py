@@ -111,21 +111,26 @@ class DataRef(BaseModel):
         )
 
 
-class Usage(BaseModel):
-    """What playing a day or an episode took: the Episode's counts and the policy's requests. The fields of
-    every record, flat in its line."""
+class DayUsage(BaseModel):
+    """What a policy spent playing a day or an episode (zero for baselines): its requests, retries and tokens."""
 
-    tool_calls: int
-    tool_errors: int
-    turns: int
     requests: int = 0
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     warnings: list[str] = Field(default_factory=list, description="e.g. tool-call markup returned as plain text")
 
+
+class Usage(DayUsage):
+    """What playing a day or an episode took: what the policy spent and the Episode's counts. The fields of
+    every record, flat in its line."""
+
+    tool_calls: int
+    tool_errors: int
+    turns: int
+
     @classmethod
-    def of(cls, episode: Episode, spent: BaseModel) -> Usage:
+    def of(cls, episode: Episode, spent: DayUsage) -> Usage:
         """The Episode's counts with what the policy reports it spent (its requests, retries, tokens, warnings)."""
         counts = {"tool_calls": episode.tool_calls, "tool_errors": episode.tool_errors, "turns": episode.turns}
         return cls(**counts, **spent.model_dump())

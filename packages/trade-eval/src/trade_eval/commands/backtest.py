@@ -12,14 +12,21 @@ import click
 from pydantic import BaseModel
 
 from trade_core.errors import TradeError
-from trade_core.params import ISO_DATE, FiniteRange, grouped, settings_from
-from trade_eval.memorisation import ANONYMIZE, MODEL_CUTOFF
-from trade_tools.commands._options import ANONYMIZE_NOISE, noise_of
+from trade_core.params import ISO_DATE, FiniteRange, grouped
+from trade_eval.commands.runs import (
+    checked_policy,
+    policy_dist,
+    refuse_nothing_played,
+    run_label,
+    run_manifest,
+    run_options,
+)
+from trade_tools.commands.options import noise_of
 from trade_tools.limits import MAX_TURNS
 
 if TYPE_CHECKING:
     from trade_eval.metrics import Conventions
-    from trade_eval.policy import RunSettings
+    from trade_eval.settings import RunSettings
 
 
 class BacktestPlan(BaseModel):
@@ -55,55 +62,9 @@ def _pool_file(path: Path) -> list[str]:
     return symbols
 
 
-def refuse_nothing_played(failed: int, total: int, what: str, out: Path) -> None:
-    """A run whose every day (or episode) failed measured nothing: after its table, exit non-zero."""
-    if total and failed == total:
-        raise TradeError(
-            f"all {total} {what} of {out} failed: the policy played none of them",
-            hint=f"fix what the failure reasons say, then run again with a new --out ({out} keeps the failures)",
-        )
-
-
-def run_label(policy: str, model: str, anonymized: bool) -> str:
-    """Who played, for a default run folder's name: the model (or the policy), ``-anon`` when anonymized."""
-    who = re.sub(r"[^A-Za-z0-9._-]+", "_", model.rstrip("/").rsplit("/", 1)[-1]) if model else policy
-    return f"{who}-anon" if anonymized else who
-
-
 @click.command("backtest", short_help="Backtest a policy over many trading days beside the baselines and CSI300.")
-@click.option(
-    "--policy",
-    "policy_name",
-    default="llm",
-    show_default=True,
-    help="Policy to run: llm, hold, equal-weight, momentum, random, or a plugin's (`trade plugins`).",
-)
+@run_options
 @click.option("--base-url", help="OpenAI-compatible server of the llm policy, e.g. http://127.0.0.1:8001/v1.")
-@click.option("--model", default="", help="The served model's name (OpenAI `model`); a folder for --policy local.")
-@click.option(
-    "--api-key",
-    envvar="OPENAI_API_KEY",
-    default="EMPTY",
-    show_default=False,
-    help="API key of the server (default: $OPENAI_API_KEY or EMPTY; never written to the run).",
-)
-@click.option("--temperature", default=0.7, show_default=True, type=FiniteRange(min=0))
-@click.option("--top-p", type=FiniteRange(0, 1, min_open=True), help="Nucleus sampling (server default).")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per request (server default).")
-@click.option(
-    "--request-timeout",
-    default=120.0,
-    show_default=True,
-    type=FiniteRange(min=0, min_open=True),
-    help="Seconds before a request is abandoned (then retried).",
-)
-@click.option(
-    "--retries",
-    default=3,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Retries of a failed request, with exponential backoff, before the day is failed.",
-)
 @click.option("--data", required=True, type=click.Path(path_type=Path), help="Dataset folder (trade data import).")
 @click.option("--start-date", required=True, type=ISO_DATE, help="First trading day (or the next one after it).")
 @click.option("--num-days", default=60, show_default=True, type=click.IntRange(min=1), help="Trading days to play.")
@@ -118,13 +79,6 @@ def run_label(policy: str, model: str, anonymized: bool) -> str:
 @click.option("--pool-file", type=click.Path(path_type=Path), help="The pool's symbols (comma or line separated).")
 @click.option("--universe", default="csi300", show_default=True, help="Universe the pool is drawn from.")
 @click.option(
-    "--seed",
-    default=0,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Seed of the pool draw, the random baseline and the model's sampling.",
-)
-@click.option(
     "--max-turns",
     default=MAX_TURNS,
     show_default=True,
@@ -138,14 +92,6 @@ def run_label(policy: str, model: str, anonymized: bool) -> str:
     type=click.IntRange(min=1),
     help="Runs with seeds --seed, --seed+1, ... (the model's sampling, the random policy's draws; same pool), "
     "each in --out/seed-<s>; prints each metric as mean ± sd over them (--out/seeds.json).",
-)
-@click.option(
-    "--set",
-    "options",
-    multiple=True,
-    metavar="KEY=VALUE",
-    callback=lambda _ctx, _param, pairs: settings_from(pairs, example="backoff=2"),
-    help="A policy option (repeatable).",
 )
 @click.option(
     "--out", type=click.Path(path_type=Path), help="Run folder [runs/<model or policy>-<start>-<days>d-seed<seed>]."
@@ -165,7 +111,6 @@ def run_label(policy: str, model: str, anonymized: bool) -> str:
 )
 @click.option("--risk-free", default=0.0, show_default=True, type=float, help="Annual risk-free rate for Sharpe.")
 @grouped(
-    settings="trade_eval.policy:RunSettings",
     plan=BacktestPlan,
     conventions="trade_eval.metrics:Conventions",
     run=RunOptions,
@@ -190,23 +135,14 @@ def backtest_command(
         --start-date 2025-06-20 --num-days 60 --initial-cash 1000000 --temperature 0.7 --data Q
     trade eval backtest --policy momentum --start-date 2025-06-20 --data Q
     """
-    from trade_core.plugins import get_manager
     from trade_data.store import MarketStore
     from trade_eval.backtest import Backtest, new_manifest, run_backtest, run_seeds
-    from trade_eval.memorisation import warn_before_cutoff
     from trade_eval.metrics import spread_lines, table_lines
-    from trade_eval.policy import POLICIES
     from trade_records.runfolder import SEEDS
 
-    policy = POLICIES.get(policy_name)
-    if policy.needs_server and not (settings.base_url and settings.model):
-        raise TradeError(
-            f"policy '{policy_name}' needs a served model",
-            hint="pass --base-url URL and --model NAME (`trade eval serve` prints a server command)",
-        )
     if plan.pool_size is not None and plan.pool_file is not None:
         raise TradeError("--pool-size and --pool-file exclude each other", hint="pass one of them")
-    policy.check(settings)
+    policy = checked_policy(policy_name, settings)
     store = MarketStore.load(plan.data)
     settings = policy.for_data(settings, store)
     backtest = Backtest(
@@ -222,7 +158,6 @@ def backtest_command(
         anonymize=plan.anonymize,
         anonymize_noise=noise_of(plan.anonymize, plan.anonymize_noise),
     )
-    origin = POLICIES.provided(get_manager())[policy_name].origin
     manifest = new_manifest(
         backtest,
         policy_name,
@@ -231,10 +166,9 @@ def backtest_command(
         data=plan.data,
         pool_file=plan.pool_file,
         pool_size=plan.pool_size or 20,
-        policy_dist=origin.dist,
+        policy_dist=policy_dist(policy_name),
     )
-    manifest.model_cutoff = run.model_cutoff
-    warn_before_cutoff(run.model_cutoff, backtest.dates[0])
+    run_manifest(manifest, run.model_cutoff, backtest.dates[0])
     label = run_label(policy_name, settings.model, plan.anonymize)
     out = run.out or Path("runs") / f"{label}-{plan.start_date}-{plan.num_days}d-seed{settings.seed}"
     days = f"{len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy {policy_name}"
@@ -260,6 +194,3 @@ def backtest_command(
     for reason, count in failures.items():
         click.echo(f"failed {count} day(s): {reason}")
     refuse_nothing_played(summary.rows[policy_name]["failed_days"], len(backtest.dates), "days", out)
-
-
-backtest_command.params += [MODEL_CUTOFF, ANONYMIZE, ANONYMIZE_NOISE]

@@ -4,30 +4,27 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from trade_core.errors import TradeError
-from trade_eval.commands.backtest import backtest_command, refuse_nothing_played, run_label
-
-SHARED = (
-    "api_key",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "request_timeout",
-    "retries",
-    "seed",
-    "options",
-    "model_cutoff",
-    "anonymize",
-    "anonymize_noise",
+from trade_eval.commands.runs import (
+    check_servers,
+    checked_policy,
+    policy_dist,
+    refuse_nothing_played,
+    run_label,
+    run_manifest,
+    run_options,
 )
-"""The server, sampling and memorisation-guard options, the same as `trade eval backtest`'s."""
+
+if TYPE_CHECKING:
+    from trade_eval.settings import RunSettings
 
 
 @click.command("tasks", short_help="Evaluate every task of a split as an independent episode, scored as in training.")
+@run_options
 @click.option(
     "--tasks",
     "tasks_path",
@@ -37,19 +34,11 @@ SHARED = (
 )
 @click.option("--split", help="The folder's split to evaluate (e.g. test).")
 @click.option(
-    "--policy",
-    "policy_name",
-    default="llm",
-    show_default=True,
-    help="Policy: llm, hold, equal-weight, momentum, random, or a plugin's.",
-)
-@click.option(
     "--base-url",
     "base_urls",
     multiple=True,
     help="OpenAI-compatible server (repeatable: each episode goes to the least busy one).",
 )
-@click.option("--model", default="", help="The served model's name (OpenAI `model`); a folder for --policy local.")
 @click.option("--samples", default=1, show_default=True, type=click.IntRange(min=1), help="Episodes per task.")
 @click.option(
     "--concurrency", default=64, show_default=True, type=click.IntRange(min=1), help="Episodes in flight at once."
@@ -75,11 +64,11 @@ SHARED = (
 @click.option("--out", type=click.Path(path_type=Path), help="Run folder [runs/tasks-<model>-<split>-x<N>-seed<S>].")
 @click.option("--resume", is_flag=True, help="Skip the (task, sample) pairs --out already holds (same flags).")
 def tasks_command(
+    policy_name: str,
+    settings: RunSettings,
     tasks_path: Path,
     split: str | None,
-    policy_name: str,
     base_urls: tuple[str, ...],
-    model: str,
     samples: int,
     concurrency: int,
     workers: int,
@@ -88,14 +77,6 @@ def tasks_command(
     limit: int | None,
     out: Path | None,
     resume: bool,
-    api_key: str,
-    temperature: float,
-    top_p: float | None,
-    max_tokens: int | None,
-    request_timeout: float,
-    retries: int,
-    seed: int,
-    options: dict[str, Any],
     model_cutoff: str | None,
     anonymize: bool,
     anonymize_noise: float | None,
@@ -114,32 +95,13 @@ def tasks_command(
     trade eval tasks --tasks tasks --split test --base-url http://127.0.0.1:8001/v1 --model trader_agent
     trade eval tasks --tasks tasks/test.jsonl --policy momentum --limit 100
     """
-    from trade_core.plugins import get_manager
     from trade_data.store import MarketStore
-    from trade_eval.memorisation import warn_before_cutoff
-    from trade_eval.policy import POLICIES, RunSettings
+    from trade_eval.policy import POLICIES
     from trade_eval.single_day import TasksEval, check_workers, load_tasks, new_manifest, run_tasks, summary_lines
     from trade_reward.schemes import get_scheme
 
-    policy = POLICIES.get(policy_name)
-    check_workers(policy, workers)  # before a model is loaded
-    if policy.needs_server and not (base_urls and model):
-        raise TradeError(
-            f"policy '{policy_name}' needs a served model",
-            hint="pass --base-url URL and --model NAME (`trade eval serve` prints a server command)",
-        )
-    settings = RunSettings(
-        model=model,
-        api_key=api_key,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        request_timeout=request_timeout,
-        retries=retries,
-        seed=seed,
-        options=options,
-    )
-    policy.check(settings)
+    check_workers(POLICIES.get(policy_name), workers)  # before a model is loaded
+    policy = checked_policy(policy_name, settings, base_urls)
     chosen = [get_scheme(name) for name in dict.fromkeys(schemes)]
     records, split_name, dataset = load_tasks(tasks_path, split)
     data = data or dataset
@@ -151,9 +113,7 @@ def tasks_command(
         store, records[:limit], chosen, samples, anonymize=anonymize, anonymize_noise=anonymize_noise
     )
     servers = list(base_urls) if policy.needs_server else []
-    for url in servers:
-        policy.check(settings.model_copy(update={"base_url": url}))
-    origin = POLICIES.provided(get_manager())[policy_name].origin
+    check_servers(policy, settings, servers)
     manifest = new_manifest(
         evaluation,
         policy_name,
@@ -163,12 +123,11 @@ def tasks_command(
         split=split_name,
         servers=servers,
         data=data,
-        policy_dist=origin.dist,
+        policy_dist=policy_dist(policy_name),
     )
-    manifest.model_cutoff = model_cutoff
-    warn_before_cutoff(model_cutoff, min(record.task.date for record in evaluation.records))
-    who = run_label(policy_name, model, evaluation.anonymized)
-    out = out or Path("runs") / f"tasks-{who}-{split_name}-x{samples}-seed{seed}"
+    run_manifest(manifest, model_cutoff, min(record.task.date for record in evaluation.records))
+    who = run_label(policy_name, settings.model, evaluation.anonymized)
+    out = out or Path("runs") / f"tasks-{who}-{split_name}-x{samples}-seed{settings.seed}"
     summary = run_tasks(
         evaluation,
         policy,
@@ -183,6 +142,3 @@ def tasks_command(
     click.echo(f"\n{out}: {len(evaluation.records)} tasks of {split_name} x {samples} sample(s), policy {policy_name}")
     click.echo("\n".join(summary_lines(summary)))
     refuse_nothing_played(summary.failed, summary.episodes, "episodes", out)
-
-
-tasks_command.params += [p for p in backtest_command.params if p.name in SHARED]

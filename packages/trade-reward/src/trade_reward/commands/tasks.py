@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trade_tools.commands._options import ANONYMIZE_NOISE, noise_of
+from trade_tools.commands.options import ANONYMIZE_NOISE, noise_of
 
 DEFAULT_SPLIT = "train=2018-01-01:2023-12-31,val=2024-01-01:2024-12-31,test=2025-01-01:2025-12-31"
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from trade_tools.commands._options import ANONYMIZE_NOISE, DayChoice, day_options
+from trade_tools.commands.options import ANONYMIZE_NOISE, DayChoice, day_options
 
 
 @click.command("call", short_help="Call one tool as of a trading day and print its text.")

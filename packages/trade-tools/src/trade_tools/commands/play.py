@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from trade_tools.commands._options import ANONYMIZE_NOISE, DayChoice, day_options
+from trade_tools.commands.options import ANONYMIZE_NOISE, DayChoice, day_options
 
 HELP = """Commands:
   NAME {{JSON}}     call a tool, e.g.  get_price_data {{"symbol": "{symbol}", "period": "20d"}}

@@ -1,4 +1,5 @@
-"""Options shared by ``trade tools call`` and ``play``: which data, which day, which account."""
+"""Options shared by ``trade tools call`` and ``play`` (which data, which day, which account), and the
+``--anonymize-noise`` option every command offering ``--anonymize`` adds (trade-reward's, trade-eval's)."""
 
 from __future__ import annotations
 
