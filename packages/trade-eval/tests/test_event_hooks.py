@@ -214,7 +214,7 @@ def test_strict_mode_ends_the_run_with_one_line(synth: MarketStore, manager: Tra
 
 
 @pytest.mark.slow  # pip-installs the example
-def test_the_installed_example_is_listed_with_the_events_it_hears(tmp_path: Path) -> None:
+def test_the_installed_example_is_listed_with_the_events_it_hears(synth: MarketStore, tmp_path: Path) -> None:
     site = tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(EXAMPLE)]
     subprocess.run(pip, check=True)
@@ -227,6 +227,17 @@ def test_the_installed_example_is_listed_with_the_events_it_hears(tmp_path: Path
     listed = "risk-cap  (trade-risk-cap 0.1.0, trade_risk_cap)\n    events: trade_run_finished, trade_veto_order\n"
     assert listed in text
     assert run_trade("plugins", env={"PYTHONPATH": str(site), "TRADE_DISABLE_PLUGINS": "tools"}).code == 0
+
+    # A veto that cannot run (a cap that is no number) blocks the order; under strict mode it ends the play in one
+    # line instead of the model's turn.
+    play = ["tools", "play", "--data", str(synth.path), "--date", str(synth.dates[30])[:10], "--pool", ",".join(POOL)]
+    broken = {"PYTHONPATH": str(site), "TRADE_RISK_CAP": "a lot"}
+    blocked = run_trade(*play, env=broken, input=f"buy {POOL[0]} 100\nstop\n")
+    assert blocked.code == 0 and "错误：订单被否决：risk-cap检查失败" in blocked.out, blocked.out
+    strict = run_trade(*play, env={**broken, "TRADE_STRICT_PLUGINS": "1"}, input=f"buy {POOL[0]} 100\nstop\n")
+    last = strict.err.strip().splitlines()[-1]  # after the play's own `trade>` prompt
+    failed = "error: plugin 'risk-cap' from trade-risk-cap 0.1.0 failed in trade_veto_order: ValueError"
+    assert strict.code == 2 and failed in last and "Traceback" not in strict.err, strict.err
 
 
 class RunWatcher:
