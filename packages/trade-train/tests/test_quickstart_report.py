@@ -152,6 +152,7 @@ def _lines(steps: list[dict]) -> list[MetricsLine]:
 
 def test_the_backtest_notes_say_what_a_short_window_and_a_synthetic_index_mean() -> None:
     """Issue 39: a 20-day window annualised is noise, and the synthetic market's index is not the real CSI300."""
+    pytest.importorskip("trade_eval", reason="the quickstart's report needs trade-train[quickstart]")
     from trade_records.runfolder import BacktestSummary
     from trade_train.quickstart.report import backtest_notes
 
@@ -166,6 +167,7 @@ def test_the_backtest_notes_say_what_a_short_window_and_a_synthetic_index_mean()
 def test_the_baselines_are_named_with_what_their_policies_do() -> None:
     """Issue 39: the report defines each baseline by its policy's own description ("hold" buys the pool on a day
     without holdings), never the trained or untrained model."""
+    pytest.importorskip("trade_eval", reason="the quickstart's report needs trade-train[quickstart]")
     from trade_eval.policy import POLICIES
     from trade_train.quickstart.report import baseline_words
 
