@@ -181,18 +181,19 @@ def test_cli_builds_the_folder_and_refuses_bad_requests(model_dir: Path, tmp_pat
         assert runner.invoke(model_group, args).exit_code == 0
 
 
-def test_tuning_is_deterministic(tmp_path: Path, market: Path) -> None:
+def test_tuning_is_deterministic_and_lowers_the_loss(tmp_path: Path, market: Path) -> None:
     first, second = build_tiny_model(tmp_path / "a"), build_tiny_model(tmp_path / "b")
     reports = [tune_tool_calls(path, market, 3, demonstrations=4) for path in (first, second)]
     assert reports[0].first_loss == reports[1].first_loss and reports[0].last_loss == reports[1].last_loss
     assert (first / "model.safetensors").read_bytes() == (second / "model.safetensors").read_bytes()
+    assert reports[0].last_loss < reports[0].first_loss
 
 
 @pytest.mark.slow
-def test_tuned_model_answers_with_a_well_formed_tool_call(tmp_path: Path, market: Path) -> None:
-    model_dir = build_tiny_model(tmp_path / "tuned")
-    report = tune_tool_calls(model_dir, market)
-    assert report.last_loss < 0.5 * report.first_loss
+def test_tuned_model_answers_with_a_well_formed_tool_call(tiny_model: Path, market: Path) -> None:
+    """The tiny model `trade model tiny` taught (the shared test model: ``market`` is the synthetic market it was
+    taught on) answers a day and pool it never saw with one well-formed call, thinking or not."""
+    model_dir = tiny_model
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     day = tool_call_demonstrations(market, 1, seed=99)[0]  # a day and pool the tuning never saw
