@@ -79,11 +79,18 @@ def test_a_flat_step_warns_with_its_reasons() -> None:
     assert StepMetrics.of(STEP).flat_warning() is None
 
 
-def test_metrics_lines_append_whole_and_read_back_without_a_partial_or_foreign_line(tmp_path: Path) -> None:
+def test_metrics_lines_append_whole_and_read_back_without_a_partial_foreign_or_non_finite_line(tmp_path: Path) -> None:
     lines = [MetricsLine(step=n, metrics=StepMetrics.of(STEP[: n + 1]), trainer={TRL_CLIPPED: 0.25}) for n in (1, 2)]
     for line in lines:
         append_metrics(tmp_path, line)
     append_line(tmp_path / METRICS, json.dumps({"step": 3, "data": {"critic/score/mean": 0.1}}))  # another logger's
+    append_line(
+        tmp_path / METRICS, '{"step": 5, "trade/trajectories": 4, "trade/stop_rate": NaN, "trade/tool_error_rate": 0}'
+    )
+    append_line(
+        tmp_path / METRICS,
+        '{"step": 6, "trade/trajectories": "many", "trade/stop_rate": 1, "trade/tool_error_rate": 1e999}',
+    )
     with open(tmp_path / METRICS, "a") as handle:
         handle.write('{"step": 4, "trade/trajectories": 4, "trade/st')  # a writer killed mid-line
     assert read_metrics(tmp_path) == lines

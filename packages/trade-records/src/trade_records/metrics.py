@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trade_core.files import append_line, read_jsonl
 from trade_records.runfolder import METRICS
@@ -59,7 +59,7 @@ class StepMetrics(BaseModel):
     """One step's trading metrics. A field is None where the step could not know it (a derived step without
     exploit figures, a market without a planted signal)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a NaN never reaches a report's mean
 
     trajectories: int = _key("trajectories")
     groups: int | None = _key("groups", default=None)
@@ -131,7 +131,8 @@ class StepMetrics(BaseModel):
 
     @classmethod
     def from_flat(cls, flat: Mapping[str, Any]) -> StepMetrics | None:
-        """The metrics in a flat mapping (a logger's line, verl's metrics dict); None where it has none of ours."""
+        """The metrics in a flat mapping (a logger's line, verl's metrics dict); None where it has none of ours,
+        or one of them is no finite number."""
         fields: dict[str, Any] = {}
         for name, info in cls.model_fields.items():
             pattern = _pattern(name)
@@ -142,7 +143,10 @@ class StepMetrics(BaseModel):
                 fields[name] = flat[PREFIX + pattern]
             elif info.is_required():
                 return None
-        return cls.model_validate(fields)
+        try:
+            return cls.model_validate(fields)
+        except ValidationError:  # a value that is no finite number: not a line to read
+            return None
 
     def flat_warning(self, limit: float = 0.5) -> str | None:
         """The line a step prints when over ``limit`` of its groups teach nothing, with the reasons' shares."""
@@ -193,7 +197,11 @@ class MetricsLine(BaseModel):
         trainer = {
             k: float(v)
             for k, v in flat.items()
-            if "/" in k and not k.startswith(PREFIX) and isinstance(v, int | float) and not isinstance(v, bool)
+            if "/" in k
+            and not k.startswith(PREFIX)
+            and isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and math.isfinite(v)
         }
         return cls(step=step, metrics=metrics, trainer=trainer)
 

@@ -13,14 +13,7 @@ from pydantic import BaseModel
 
 from trade_core.errors import TradeError
 from trade_core.params import ISO_DATE, FiniteRange, grouped
-from trade_eval.commands.runs import (
-    checked_policy,
-    policy_dist,
-    refuse_nothing_played,
-    run_label,
-    run_manifest,
-    run_options,
-)
+from trade_eval.commands import runs
 from trade_tools.commands.options import noise_of
 from trade_tools.limits import MAX_TURNS
 
@@ -63,7 +56,7 @@ def _pool_file(path: Path) -> list[str]:
 
 
 @click.command("backtest", short_help="Backtest a policy over many trading days beside the baselines and CSI300.")
-@run_options
+@runs.run_options
 @click.option("--base-url", help="OpenAI-compatible server of the llm policy, e.g. http://127.0.0.1:8001/v1.")
 @click.option("--data", required=True, type=click.Path(path_type=Path), help="Dataset folder (trade data import).")
 @click.option("--start-date", required=True, type=ISO_DATE, help="First trading day (or the next one after it).")
@@ -142,7 +135,7 @@ def backtest_command(
 
     if plan.pool_size is not None and plan.pool_file is not None:
         raise TradeError("--pool-size and --pool-file exclude each other", hint="pass one of them")
-    policy = checked_policy(policy_name, settings)
+    policy = runs.checked_policy(policy_name, settings)
     store = MarketStore.load(plan.data)
     settings = policy.for_data(settings, store)
     backtest = Backtest(
@@ -166,10 +159,10 @@ def backtest_command(
         data=plan.data,
         pool_file=plan.pool_file,
         pool_size=plan.pool_size or 20,
-        policy_dist=policy_dist(policy_name),
+        policy_dist=runs.policy_dist(policy_name),
     )
-    run_manifest(manifest, run.model_cutoff, backtest.dates[0])
-    label = run_label(policy_name, settings.model, plan.anonymize)
+    runs.run_manifest(manifest, run.model_cutoff, backtest.dates[0])
+    label = runs.run_label(policy_name, settings.model, plan.anonymize)
     out = run.out or Path("runs") / f"{label}-{plan.start_date}-{plan.num_days}d-seed{settings.seed}"
     days = f"{len(backtest.dates)} days {backtest.dates[0]} .. {backtest.dates[-1]}, policy {policy_name}"
     if run.seeds > 1:
@@ -179,7 +172,7 @@ def backtest_command(
         click.echo(f"\n{out}: {days}, {run.seeds} seeds (pool drawn with seed {settings.seed}); {out / SEEDS}\n")
         click.echo("\n".join(spread_lines(spread)))
         failed = spread["rows"][policy_name]["failed_days"]["values"]
-        refuse_nothing_played(sum(failed), run.seeds * len(backtest.dates), "days", out)
+        runs.refuse_nothing_played(sum(failed), run.seeds * len(backtest.dates), "days", out)
         return
     summary = run_backtest(backtest, policy, settings, out, manifest, resume=run.resume, conventions=conventions)
     click.echo(f"\n{out}: {days}")
@@ -193,4 +186,4 @@ def backtest_command(
     failures = summary.rows[policy_name].get("failure_reasons") or {}
     for reason, count in failures.items():
         click.echo(f"failed {count} day(s): {reason}")
-    refuse_nothing_played(summary.rows[policy_name]["failed_days"], len(backtest.dates), "days", out)
+    runs.refuse_nothing_played(summary.rows[policy_name]["failed_days"], len(backtest.dates), "days", out)

@@ -9,22 +9,14 @@ from typing import TYPE_CHECKING
 import click
 
 from trade_core.errors import TradeError
-from trade_eval.commands.runs import (
-    check_servers,
-    checked_policy,
-    policy_dist,
-    refuse_nothing_played,
-    run_label,
-    run_manifest,
-    run_options,
-)
+from trade_eval.commands import runs
 
 if TYPE_CHECKING:
     from trade_eval.settings import RunSettings
 
 
 @click.command("tasks", short_help="Evaluate every task of a split as an independent episode, scored as in training.")
-@run_options
+@runs.run_options
 @click.option(
     "--tasks",
     "tasks_path",
@@ -101,7 +93,7 @@ def tasks_command(
     from trade_reward.schemes import get_scheme
 
     check_workers(POLICIES.get(policy_name), workers)  # before a model is loaded
-    policy = checked_policy(policy_name, settings, base_urls)
+    policy = runs.checked_policy(policy_name, settings, base_urls)
     chosen = [get_scheme(name) for name in dict.fromkeys(schemes)]
     records, split_name, dataset = load_tasks(tasks_path, split)
     data = data or dataset
@@ -113,7 +105,7 @@ def tasks_command(
         store, records[:limit], chosen, samples, anonymize=anonymize, anonymize_noise=anonymize_noise
     )
     servers = list(base_urls) if policy.needs_server else []
-    check_servers(policy, settings, servers)
+    runs.check_servers(policy, settings, servers)
     manifest = new_manifest(
         evaluation,
         policy_name,
@@ -123,10 +115,10 @@ def tasks_command(
         split=split_name,
         servers=servers,
         data=data,
-        policy_dist=policy_dist(policy_name),
+        policy_dist=runs.policy_dist(policy_name),
     )
-    run_manifest(manifest, model_cutoff, min(record.task.date for record in evaluation.records))
-    who = run_label(policy_name, settings.model, evaluation.anonymized)
+    runs.run_manifest(manifest, model_cutoff, min(record.task.date for record in evaluation.records))
+    who = runs.run_label(policy_name, settings.model, evaluation.anonymized)
     out = out or Path("runs") / f"tasks-{who}-{split_name}-x{samples}-seed{settings.seed}"
     summary = run_tasks(
         evaluation,
@@ -141,4 +133,4 @@ def tasks_command(
     )
     click.echo(f"\n{out}: {len(evaluation.records)} tasks of {split_name} x {samples} sample(s), policy {policy_name}")
     click.echo("\n".join(summary_lines(summary)))
-    refuse_nothing_played(summary.failed, summary.episodes, "episodes", out)
+    runs.refuse_nothing_played(summary.failed, summary.episodes, "episodes", out)
