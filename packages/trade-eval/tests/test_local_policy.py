@@ -282,3 +282,86 @@ def test_the_cli_refuses_a_local_run_without_a_model_in_one_line(sample_dataset:
             run.err
         )
         assert not (tmp_path / "runs").exists()
+
+
+def test_a_prompt_cache_that_is_not_a_number_of_megabytes_is_refused_before_loading(tmp_path: Path) -> None:
+    for memory in (-1, "lots", 1.5, False):
+        with pytest.raises(TradeError, match="is not a number of megabytes") as refused:
+            POLICIES.get("local").check(RunSettings(model=str(tmp_path), options={"prompt_cache_mb": memory}))
+        assert refused.value.hint == "e.g. --set prompt_cache_mb=2048, or 0 to read every prompt whole"
+
+
+@needs_model
+def test_a_prompt_read_from_a_kept_prefix_has_the_keys_and_values_of_the_whole(
+    tiny_model: Path, sample_store: MarketStore
+) -> None:
+    """A day's second-turn prompt read on from its first turn's gives what reading it whole gives, to float
+    precision; a prompt seen before is given whole; the oldest prompts go once the memory is spent."""
+    import torch
+
+    from trade_core.prompt_cache import PromptCache
+    from trade_eval.policies.local import LocalModel
+
+    model = LocalModel(tiny_model, HERMES, "cpu", prompt_cache_mb=0)
+    assert model.prompts is None
+    first, other = _requests(sample_store, 0, [1, 2])
+
+    def template(messages: list[dict], tools: list[dict]) -> list[int]:
+        rendered = model.tokenizer.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=True, return_dict=True
+        )
+        return rendered["input_ids"]
+
+    ids = template(first["messages"], first["tools"])
+    reply = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "compute_alpha_factor", "arguments": {"expression": "ROC20"}}}
+        ],
+    }
+    answer = {"role": "tool", "content": "## ROC20\n1. SH600000: 1.02", "name": "compute_alpha_factor"}
+    later = template([*first["messages"], reply, answer], first["tools"])
+    assert later[: len(ids)] == ids
+    with torch.inference_mode():
+        cache = PromptCache(model.model)
+        cache.layers(ids)
+        assert (cache.read_tokens, cache.given_tokens) == (len(ids), 0)
+        pieces = cache.layers(later)
+        assert (cache.read_tokens, cache.given_tokens) == (len(later), len(ids))
+        whole = PromptCache(model.model).layers(later)
+        for (k, v), (k_whole, v_whole) in zip(pieces, whole, strict=True):
+            torch.testing.assert_close(k, k_whole)
+            torch.testing.assert_close(v, v_whole)
+        assert cache.layers(ids) is not None and cache.given_tokens == 2 * len(ids)  # seen: given whole
+        other_ids = template(other["messages"], other["tools"])
+        shared = next(i for i, (a, b) in enumerate(zip(ids, other_ids, strict=False)) if a != b)
+        cache.layers(other_ids)  # another day: the role and rules given, its own facts read
+        assert cache.read_tokens == len(later) + len(other_ids) - shared and shared > 100
+        assert len(cache.kept) == 3
+        small = PromptCache(model.model, budget_mb=1)
+        small.budget = cache.size // 3 + 1  # room for about one of these prompts
+        for prompt in (ids, later, other_ids):
+            small.layers(prompt)
+        assert list(small.kept) == [tuple(other_ids)]
+
+
+@needs_model
+def test_a_tasks_run_writes_the_same_with_and_without_the_prompt_cache(
+    tiny_model: Path, sample_dataset: Path, tmp_path: Path
+) -> None:
+    """Greedy, with the prompt cache (each later turn and other day read on from a kept prompt) and with it off."""
+    tasks = tmp_path / "tasks"
+    build_tasks(sample_dataset, tasks, split="test=2025-07-01:2025-07-14", pool_size="5", per_day=2, seed=5)
+    runs = []
+    for memory in ("2048", "0"):
+        out = tmp_path / f"run{memory}"
+        run = run_trade(
+            "eval", "tasks", *GREEDY, "--model", str(tiny_model), "--tasks", str(tasks / "test.jsonl"),
+            "--data", str(sample_dataset), "--limit", "3", "--set", f"prompt_cache_mb={memory}", "--out", str(out),
+        )  # fmt: skip
+        assert run.code == 0, run.err
+        runs.append(out)
+    by_task = [sorted(_lines(out / "trajectories.jsonl"), key=lambda t: t["task_id"]) for out in runs]
+    assert [t["messages"] for t in by_task[0]] == [t["messages"] for t in by_task[1]]
+    assert sum(len(t["messages"]) > 3 for t in by_task[0]) >= 2  # days of several turns: later prompts read on

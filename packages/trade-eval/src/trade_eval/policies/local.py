@@ -14,6 +14,9 @@ of them together (default 16), left-padded, each row stopping at its own end or 
 keeps the episodes in flight meanwhile. Requests with other sampling settings are generated apart. Each prompt
 is read alone (in a model of attention layers only: causal attention, no mask) and the batch decodes from the
 joined cache, so batching saves decode steps, not prompt reading, and a batch runs as long as its longest reply.
+A prompt is read from the longest prefix it shares with a recent one (:mod:`trade_core.prompt_cache`: the system
+prompt every day shares, a task's other samples, the day's earlier turns), within ``--set prompt_cache_mb=N`` of
+memory (default 2048; 0 reads every prompt whole).
 
 What batching keeps: a batch of one is the unbatched generation, token for token. In a batch, each row samples
 from its own generator seeded by its request (one uniform a token, by inverse CDF: :mod:`trade_core.cpu_generation`),
@@ -42,6 +45,7 @@ import structlog
 
 from trade_core.cpu_generation import fast_cpu_sampling
 from trade_core.errors import TradeError
+from trade_core.prompt_cache import BUDGET_MB, PromptCache
 from trade_eval.policies.llm import chat_request, play_reply
 from trade_eval.policy import DayUsage, Policy, RunSettings
 from trade_tools.day import TradingDay
@@ -85,12 +89,18 @@ def _loaded(settings: RunSettings) -> LocalModel:
     batch = settings.options.get("batch", BATCH)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise TradeError(f"batch {batch!r} is not a number of requests (1 or more)", hint=f"e.g. --set batch={BATCH}")
+    memory = settings.options.get("prompt_cache_mb", BUDGET_MB)
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
+        raise TradeError(
+            f"prompt_cache_mb {memory!r} is not a number of megabytes (0 or more)",
+            hint=f"e.g. --set prompt_cache_mb={BUDGET_MB}, or 0 to read every prompt whole",
+        )
     folder = Path(settings.model).expanduser().resolve()
-    return _load(folder, str(settings.options.get("device", "")), batch)
+    return _load(folder, str(settings.options.get("device", "")), batch, memory)
 
 
 @functools.cache
-def _load(folder: Path, device: str, batch: int) -> LocalModel:
+def _load(folder: Path, device: str, batch: int, prompt_cache_mb: int = BUDGET_MB) -> LocalModel:
     """One model per folder, device and batch size in a process: loading is seconds, a day's reply much less."""
     fmt = model_format(folder).tool_calls  # before the imports: a wrong folder is the likelier mistake
     missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
@@ -100,15 +110,18 @@ def _load(folder: Path, device: str, batch: int) -> LocalModel:
             f"policy 'local' needs {' and '.join(missing)}",
             hint=command if "torch" not in missing else f"{CPU_TORCH} && {command}",  # the extra keeps a torch
         )
-    return LocalModel(folder, fmt, device, batch)
+    return LocalModel(folder, fmt, device, batch, prompt_cache_mb)
 
 
 class LocalModel:
     """A model folder loaded for generation, answering chat-completion requests as a vLLM server would, in batches."""
 
-    def __init__(self, folder: Path, fmt: str, device: str = "", batch: int = BATCH) -> None:
+    def __init__(
+        self, folder: Path, fmt: str, device: str = "", batch: int = BATCH, prompt_cache_mb: int = BUDGET_MB
+    ) -> None:
         """``device``: a torch device; '' picks the first GPU if there is one, else the CPU (in fp32). ``batch``:
-        the most requests one generation answers."""
+        the most requests one generation answers. ``prompt_cache_mb``: memory for recent prompts' keys and values
+        (0: none)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
         from transformers.cache_utils import DynamicLayer
@@ -122,7 +135,9 @@ class LocalModel:
         self.stops = set(self.model.generation_config.eos_token_id or [])
         self.pad = self.tokenizer.pad_token_id or 0  # masked out, and cut off after a row's stop: any id pads
         layers = DynamicCache(config=self.model.config).layers
-        self._attention_only = all(type(layer) is DynamicLayer for layer in layers)  # caches that left-pad
+        attention_only = all(type(layer) is DynamicLayer for layer in layers)  # caches that left-pad and crop
+        self.prompts = PromptCache(self.model, prompt_cache_mb) if attention_only and prompt_cache_mb else None
+        self._attention_only = attention_only
         self._lock = threading.Lock()
         self._waiting: queue.SimpleQueue[tuple[dict[str, Any], str, Future[dict[str, Any]]]] = queue.SimpleQueue()
         threading.Thread(target=self._serve, name=f"local-{folder.name}", daemon=True).start()
@@ -183,7 +198,8 @@ class LocalModel:
         generators = [torch.Generator().manual_seed(request["seed"]) for request in requests]
         started = time.perf_counter()  # the generation's own time, not the wait for a batch
         with torch.inference_mode(), fast_cpu_sampling(threads=None, generators=generators):
-            cache = self._prefilled(prompts, width) if len(prompts) > 1 and self._attention_only else None
+            joined = self._attention_only and (len(prompts) > 1 or self.prompts is not None)
+            cache = self._prefilled(prompts, width) if joined else None
             sampling = self._sampling(requests[0])
             output = self.model.generate(
                 input_ids=ids, attention_mask=mask, past_key_values=cache, pad_token_id=self.pad, **sampling
@@ -204,10 +220,14 @@ class LocalModel:
 
         rows = []
         for prompt in prompts:
-            cache = DynamicCache(config=self.model.config)
-            self.model.base_model(input_ids=torch.tensor([prompt[:-1]], device=self.device), past_key_values=cache)
+            if self.prompts is not None:
+                layers = self.prompts.layers(prompt[:-1])
+            else:
+                cache = DynamicCache(config=self.model.config)
+                self.model.base_model(input_ids=torch.tensor([prompt[:-1]], device=self.device), past_key_values=cache)
+                layers = [(layer.keys, layer.values) for layer in cache.layers]
             left = (0, 0, width - len(prompt), 0)  # pads the sequence dimension of [1, heads, tokens, dim]
-            rows.append([(pad(layer.keys, left), pad(layer.values, left)) for layer in cache.layers])
+            rows.append([(pad(keys, left), pad(values, left)) for keys, values in layers])
         by_layer = zip(*rows, strict=True)  # per layer: each row's (keys, values)
         return DynamicCache([tuple(torch.cat(part) for part in zip(*layer, strict=True)) for layer in by_layer])
 

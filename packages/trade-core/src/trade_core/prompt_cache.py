@@ -1,0 +1,75 @@
+"""The keys and values of prompts a model has read, so a prompt that starts like one of them reads only the rest.
+
+A trading day's prompts repeat themselves: every day of a run opens with the same system prompt and tool schemas
+(about 1,100 of a pretrained base's first 1,360 tokens), every sample of a task with the same first prompt, and
+each turn's prompt is the previous one plus a reply and its tool texts. Reading a prompt is most of a small model's
+time on CPU (docs/benchmarks.md, "Prompt cache"), so :class:`PromptCache` keeps what recent prompts left in the
+attention layers and reads a new prompt from the longest prefix it shares with one of them, as vLLM's prefix
+caching does on a server. The numbers it gives are the model's up to the order of float sums (a prompt read in
+two pieces sums its attention in another order than one read whole): the last bits can differ, as in a batch.
+
+torch and transformers are imported when a cache is made; a model whose layers are not all attention (sliding
+windows, linear attention) keeps no such cache and must not use one.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+BUDGET_MB = 2048
+"""Memory the kept keys and values may take by default: about 45,000 tokens of SmolLM2-135M in float32 (46 KB a
+token), 23 of its trading-day prompts."""
+
+
+class PromptCache:
+    """Recent prompts' keys and values, least recently used dropped first once they take more than ``budget_mb``."""
+
+    def __init__(self, model: Any, budget_mb: int = BUDGET_MB) -> None:
+        self.model = model
+        self.budget = budget_mb * 2**20
+        self.kept: OrderedDict[tuple[int, ...], tuple[Any, list[tuple[Any, Any]]]] = OrderedDict()
+        self.size = 0
+        self.read_tokens = 0
+        """Tokens the model read since the cache was made (the prefixes it gave are not counted)."""
+        self.given_tokens = 0
+        """Tokens whose keys and values came from the cache instead."""
+
+    def layers(self, ids: list[int]) -> list[tuple[Any, Any]]:
+        """Per attention layer, the keys and values of ``ids`` (each ``[1, kv heads, len(ids), head dim]``), read
+        from the longest kept prefix on; kept in turn. Call it under ``torch.inference_mode()`` or ``no_grad()``."""
+        import torch
+        from transformers import DynamicCache
+
+        tokens = torch.tensor(ids)
+        key, shared, start = tuple(ids), 0, None
+        if key in self.kept:
+            self.kept.move_to_end(key)
+            self.given_tokens += len(ids)
+            return self.kept[key][1]
+        for name, (kept, layers) in self.kept.items():
+            width = min(len(kept), len(tokens))
+            differ = (kept[:width] != tokens[:width]).nonzero()
+            common = int(differ[0, 0]) if len(differ) else width
+            if common > shared:
+                shared, start = common, (name, layers)
+        cache = DynamicCache(config=self.model.config)
+        if start is not None:
+            self.kept.move_to_end(start[0])
+            cache = DynamicCache([(k[:, :, :shared], v[:, :, :shared]) for k, v in start[1]])
+        if shared < len(ids):
+            rest = torch.tensor([ids[shared:]], device=self.model.device)
+            self.model.base_model(input_ids=rest, past_key_values=cache, use_cache=True)
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        self.read_tokens += len(ids) - shared
+        self.given_tokens += shared
+        self._keep(key, tokens, layers)
+        return layers
+
+    def _keep(self, key: tuple[int, ...], tokens: Any, layers: list[tuple[Any, Any]]) -> None:
+        size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+        self.kept[key] = (tokens, layers)
+        self.size += size
+        while self.size > self.budget and len(self.kept) > 1:
+            _, (_, dropped) = self.kept.popitem(last=False)
+            self.size -= sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in dropped)
