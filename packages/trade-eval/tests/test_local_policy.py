@@ -303,7 +303,7 @@ def test_a_prompt_read_from_a_kept_prefix_has_the_keys_and_values_of_the_whole(
     from trade_eval.policies.local import LocalModel
 
     model = LocalModel(tiny_model, HERMES, "cpu", prompt_cache_mb=0)
-    assert model.prompts is None
+    assert not model.prompts.budget
     first, other = _requests(sample_store, 0, [1, 2])
 
     def template(messages: list[dict], tools: list[dict]) -> list[int]:

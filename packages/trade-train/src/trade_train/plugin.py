@@ -20,11 +20,13 @@ trade_addhooks = adds_hookspecs(hookspecs)
 
 @hookimpl
 def trade_register_trainers(register: Callable[[Trainer], None]) -> None:
+    from trade_train.prefix_grpo.trainer import PrefixGRPO
     from trade_train.trl_grpo.trainer import TrlGRPO
     from trade_train.verl_grpo.trainer import VerlGRPO
 
     register(VerlGRPO())
     register(TrlGRPO())
+    register(PrefixGRPO())
 
 
 @hookimpl

@@ -7,16 +7,23 @@ Rollouts into a step's metrics (:class:`~trade_records.metrics.StepMetrics`) and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
+import structlog
 from pydantic import BaseModel, Field
 
+from trade_core.plugins import get_manager
 from trade_data.store import MarketStore
-from trade_records.metrics import Played, StepMetrics
+from trade_records.metrics import PREFIX, MetricsLine, Played, StepMetrics
+from trade_records.runfolder import ROLLOUTS, step_file
 from trade_tools.episode import Episode
 from trade_tools.exploit import exploits
 from trade_tools.grading import GroundTruth, Reward
-from trade_tools.trajectory import Message, Trajectory
+from trade_tools.trajectory import Message, Trajectory, write_trajectories
+from trade_train.hookspecs import trade_step_metrics
+
+log = structlog.get_logger("trade.train")
 
 
 class Rollout(BaseModel):
@@ -61,3 +68,29 @@ def step_metrics(rollouts: Sequence[Rollout], store: MarketStore | None = None) 
         bought = exploits((rollout.episode for rollout in rollouts), store, store.planted_signal)
         exploit = (bought.buys, bought.share)
     return StepMetrics.of([rollout.played() for rollout in rollouts], exploit)
+
+
+def record_step(
+    run_dir: Path,
+    trainer: str,
+    step: int,
+    rollouts: Sequence[Rollout],
+    store: MarketStore,
+    model: str,
+    figures: Mapping[str, float] | None = None,
+) -> MetricsLine:
+    """What a single-machine trainer leaves of a step: its Trajectory records (``rollouts/trajectories/{step}``),
+    its log line, the plugins' ``trade_step_metrics`` event and a warning for groups that could not learn; returns
+    the step's metrics line with the trainer's own ``figures``, for the caller to append when it has them all."""
+    metrics = step_metrics(rollouts, store)
+    if metrics is None:
+        raise ValueError(f"step {step} has no rollouts")
+    records = [r.trajectory(model=model, step=step).model_copy(update={"source": trainer}) for r in rollouts]
+    write_trajectories(step_file(run_dir / ROLLOUTS, step), records)
+    flat = metrics.flat()
+    short = {k.removeprefix(PREFIX): round(v, 4) for k, v in flat.items()}
+    log.info(f"{trainer.replace('-', '_')}.step", step=step, **short)
+    get_manager().notify(trade_step_metrics, trainer=trainer, step=step, metrics=flat)
+    if warning := metrics.flat_warning():
+        log.warning(f"{trainer.replace('-', '_')}.flat_groups", step=step, warning=warning)
+    return MetricsLine(step=step, metrics=metrics, trainer=dict(figures or {}))

@@ -136,7 +136,7 @@ class LocalModel:
         self.pad = self.tokenizer.pad_token_id or 0  # masked out, and cut off after a row's stop: any id pads
         layers = DynamicCache(config=self.model.config).layers
         attention_only = all(type(layer) is DynamicLayer for layer in layers)  # caches that left-pad and crop
-        self.prompts = PromptCache(self.model, prompt_cache_mb) if attention_only and prompt_cache_mb else None
+        self.prompts = PromptCache(self.model, prompt_cache_mb if attention_only else 0)
         self._attention_only = attention_only
         self._lock = threading.Lock()
         self._waiting: queue.SimpleQueue[tuple[dict[str, Any], str, Future[dict[str, Any]]]] = queue.SimpleQueue()
@@ -198,8 +198,8 @@ class LocalModel:
         generators = [torch.Generator().manual_seed(request["seed"]) for request in requests]
         started = time.perf_counter()  # the generation's own time, not the wait for a batch
         with torch.inference_mode(), fast_cpu_sampling(threads=None, generators=generators):
-            joined = self._attention_only and (len(prompts) > 1 or self.prompts is not None)
-            cache = self._prefilled(prompts, width) if joined else None
+            joined = self._attention_only and (len(prompts) > 1 or self.prompts.budget)
+            cache = self.prompts.joined(prompts) if joined else None
             sampling = self._sampling(requests[0])
             output = self.model.generate(
                 input_ids=ids, attention_mask=mask, past_key_values=cache, pad_token_id=self.pad, **sampling
@@ -209,27 +209,6 @@ class LocalModel:
             self._reply(request, output[row, width:].tolist(), len(prompt), day, seconds, len(requests))
             for row, (request, prompt, day) in enumerate(zip(requests, prompts, days, strict=True))
         ]
-
-    def _prefilled(self, prompts: list[list[int]], width: int) -> Any:
-        """Each prompt but its last token run alone (causal attention, no mask), the keys and values left-padded
-        into one cache that generate continues: under a padding mask, CPU attention over a batch of prompts cost
-        2.5 times as much (it cannot skip the masked half), and a long prompt is much of a reply's time."""
-        import torch
-        from torch.nn.functional import pad
-        from transformers import DynamicCache
-
-        rows = []
-        for prompt in prompts:
-            if self.prompts is not None:
-                layers = self.prompts.layers(prompt[:-1])
-            else:
-                cache = DynamicCache(config=self.model.config)
-                self.model.base_model(input_ids=torch.tensor([prompt[:-1]], device=self.device), past_key_values=cache)
-                layers = [(layer.keys, layer.values) for layer in cache.layers]
-            left = (0, 0, width - len(prompt), 0)  # pads the sequence dimension of [1, heads, tokens, dim]
-            rows.append([(pad(keys, left), pad(values, left)) for keys, values in layers])
-        by_layer = zip(*rows, strict=True)  # per layer: each row's (keys, values)
-        return DynamicCache([tuple(torch.cat(part) for part in zip(*layer, strict=True)) for layer in by_layer])
 
     def _reply(
         self, request: dict[str, Any], ids: list[int], prompt: int, day: str, seconds: float, batch: int

@@ -4,7 +4,8 @@ A pretrained model already reads and copies from its context; what it lacks is o
 fine-tune teaches the format on days played through the Episode, learning the replies only: each demonstration
 is rendered turn by turn with the model's chat template, as TRL builds a rollout (the prompt, a generated reply
 up to its end-of-turn token, the template's tool-result text, the next generation prompt), and the loss falls on
-the replies' tokens alone, with the output projection computed only at those positions. Only the top
+the replies' tokens alone, with the output projection computed only at those positions, and the opening the
+step's days share (the system prompt and tool schemas) read once (:mod:`trade_train.logprobs`). Only the top
 ``train_layers`` decoder layers learn: the rest of the network, embeddings included, keeps what pretraining gave
 it (and no gradient flows below the first trained layer, which makes a step cheap).
 """
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from trade_core.errors import TradeError
+from trade_train.logprobs import written_logprobs
 from trade_train.tiny.scripted import Demonstration
 
 
@@ -114,18 +116,14 @@ def tune(
         optimizer, lambda step: min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / steps))
     )
     order = np.random.default_rng(seed).permutation(np.resize(np.arange(len(examples)), steps * batch))
-    head = model.get_output_embeddings().weight
     losses = []
     for step in range(steps):
         optimizer.zero_grad(set_to_none=True)
-        total = 0.0
-        for index in order[step * batch : (step + 1) * batch]:
-            ids, written = examples[int(index)]
-            hidden = model.model(input_ids=ids[None]).last_hidden_state[0]
-            logits = hidden[written - 1] @ head.T  # the projection only where the model writes
-            loss = torch.nn.functional.cross_entropy(logits, ids[written]) / batch
-            loss.backward()
-            total += loss.item()
+        chosen = [examples[int(index)] for index in order[step * batch : (step + 1) * batch]]
+        logprobs = written_logprobs(model, [ids.tolist() for ids, _ in chosen], [w.tolist() for _, w in chosen])
+        loss = -sum(row.mean() for row in logprobs) / len(chosen)  # each day's mean over its written tokens
+        loss.backward()
+        total = loss.item()
         torch.nn.utils.clip_grad_norm_(trained, 1.0)
         optimizer.step()
         schedule.step()

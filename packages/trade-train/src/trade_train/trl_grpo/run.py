@@ -25,14 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trade_core.cpu_generation import fast_cpu_sampling
 from trade_core.errors import TradeError
-from trade_core.plugins import get_manager
 from trade_data.store import MarketStore
-from trade_records.metrics import PREFIX, TRL_CLIPPED, MetricsLine, append_metrics
-from trade_records.runfolder import ROLLOUTS, step_file
+from trade_records.metrics import TRL_CLIPPED, MetricsLine, append_metrics
 from trade_tools.episode import MAX_TURNS, EpisodeSettings
-from trade_tools.trajectory import write_trajectories
-from trade_train.hookspecs import trade_step_metrics
-from trade_train.rollouts import Rollout, step_metrics
+from trade_train.rollouts import Rollout, record_step, step_metrics
 
 log = structlog.get_logger("trade.train")
 
@@ -128,20 +124,9 @@ def step_recorder(scorer: Scorer, run_dir: Path, model: str) -> Any:
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             rollouts = scorer.take()
-            if not rollouts:
-                return
-            step = state.global_step
-            metrics = step_metrics(rollouts, scorer.store)
-            assert metrics is not None  # there are rollouts
-            records = [r.trajectory(model=model, step=step).model_copy(update={"source": SOURCE}) for r in rollouts]
-            write_trajectories(step_file(run_dir / ROLLOUTS, step), records)
-            self.write()  # a step whose log never came
-            self.pending = MetricsLine(step=step, metrics=metrics)
-            flat = metrics.flat()
-            log.info("trl_grpo.step", step=step, **{k.removeprefix(PREFIX): round(v, 4) for k, v in flat.items()})
-            get_manager().notify(trade_step_metrics, trainer=SOURCE, step=step, metrics=flat)
-            if warning := metrics.flat_warning():
-                log.warning("trl_grpo.flat_groups", step=step, warning=warning)
+            if rollouts:
+                self.write()  # a step whose log never came
+                self.pending = record_step(run_dir, SOURCE, state.global_step, rollouts, scorer.store, model)
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
             if self.pending is not None and logs and TRL_CLIPPED_LOG in logs:

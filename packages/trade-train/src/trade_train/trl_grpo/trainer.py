@@ -25,7 +25,7 @@ SPLITS = ("train",)
 holds train and test only)."""
 
 
-def grpo_settings(overrides: tuple[str, ...]) -> GRPOSettings:
+def grpo_settings(overrides: tuple[str, ...], trainer: str = "trl-grpo") -> GRPOSettings:
     """The settings with the ``KEY=VALUE`` overrides applied; a malformed or unknown one is a TradeError."""
     values = {}
     for override in overrides:
@@ -37,13 +37,19 @@ def grpo_settings(overrides: tuple[str, ...]) -> GRPOSettings:
         return GRPOSettings.model_validate(values)
     except ValidationError as error:
         raise TradeError(
-            f"bad trl-grpo setting: {error_line(error)}", hint=f"settings: {', '.join(GRPOSettings.model_fields)}"
+            f"bad {trainer} setting: {error_line(error)}", hint=f"settings: {', '.join(GRPOSettings.model_fields)}"
         ) from None
 
 
 class TrlGRPO(Trainer):
     name = "trl-grpo"
     description = "multi-turn GRPO with TRL 1.16 on one machine (CPU or one GPU), the same Episode and reward"
+    entry = ENTRY
+    """The module the planned command runs on ``run.json``."""
+    devices: tuple[str, ...] = DEVICES
+    needs: tuple[str, ...] = ("torch", "trl")
+    extra = "trl"
+    """Modules a launch imports, and the extra that installs them."""
 
     def preflight(self, spec: TrainSpec, *, launch: bool) -> list[TradeError]:
         """The common checks (of the train split alone), the device, the reward scheme and the settings; a launch
@@ -52,20 +58,25 @@ class TrlGRPO(Trainer):
         from trade_train.preflight import spec_problems
 
         problems = spec_problems(spec, SPLITS)
-        if spec.device not in DEVICES:
+        if spec.device not in self.devices:
+            where = " or one ".join(self.devices)
             problems.append(
-                TradeError(f"trl-grpo trains on cpu or one gpu, not {spec.device}", hint="pass --device cpu or gpu")
+                TradeError(f"{self.name} trains on {where}, not {spec.device}", hint=f"pass --device {self.devices[0]}")
             )
-        for check in (lambda: get_scheme(spec.reward), lambda: grpo_settings(spec.overrides)):
+        for check in (lambda: get_scheme(spec.reward), lambda: self.settings(spec.overrides)):
             try:
                 check()
             except TradeError as error:
                 problems.append(error)
         if launch:
-            missing = [name for name in ("torch", "trl") if importlib.util.find_spec(name) is None]
+            missing = [name for name in self.needs if importlib.util.find_spec(name) is None]
             if missing:
-                problems.append(TradeError(f"trl-grpo needs {' and '.join(missing)}", hint=install_hint("trl")))
+                problems.append(TradeError(f"{self.name} needs {' and '.join(missing)}", hint=install_hint(self.extra)))
         return problems
+
+    def settings(self, overrides: tuple[str, ...]) -> GRPOSettings:
+        """The run's GRPO settings from the ``KEY=VALUE`` overrides."""
+        return grpo_settings(overrides, self.name)
 
     def plan(self, spec: TrainSpec) -> RunPlan:
         from pathlib import Path
@@ -83,11 +94,11 @@ class TrlGRPO(Trainer):
             reward=spec.reward,
             device=spec.device,  # type: ignore[arg-type]  # preflight refused the others
             run_dir=spec.run_dir.resolve(),
-            grpo=grpo_settings(spec.overrides),
+            grpo=self.settings(spec.overrides),
         )
         return RunPlan(
             run_dir=config.run_dir,
-            command=[sys.executable, "-m", ENTRY, CONFIG],
+            command=[sys.executable, "-m", self.entry, CONFIG],
             env={"TRL_EXPERIMENTAL_SILENCE": "1"},
             files={CONFIG: config.model_dump_json(indent=2) + "\n", "spec.json": spec.model_dump_json(indent=2) + "\n"},
         )
@@ -97,7 +108,7 @@ class TrlGRPO(Trainer):
         config = RunConfig.model_validate_json(plan.files[CONFIG])
         g = config.grpo
         return (
-            f"trl-grpo on {config.device}: {g.steps} steps of {g.batch_size // g.num_generations} task(s) x "
+            f"{self.name} on {config.device}: {g.steps} steps of {g.batch_size // g.num_generations} task(s) x "
             f"{g.num_generations} rollouts, up to {g.max_turns} replies and {g.max_completion_length} tokens each, "
             f"reward {config.reward}"
         )
