@@ -88,7 +88,7 @@ def test_a_group_holds_the_tokens_its_days_were_played_with(
         segments = _runs(row.written)
         assert len(segments) == len(replies) == row.day.episode.turns
         text = tokenizer.decode(row.ids)
-        for start, end in segments[:-1]:  # a reply the day went on after ended its turn, then came its tool texts
+        for _, end in segments[:-1]:  # a reply the day went on after ended its turn, then came its tool texts
             assert row.ids[end - 1] == tokenizer.eos_token_id and end not in row.written
         for message in row.day.messages[len(record.prompt) :]:
             if message.role == "tool" and row.day.messages[-1] is not message:
