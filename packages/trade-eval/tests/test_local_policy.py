@@ -365,3 +365,36 @@ def test_a_tasks_run_writes_the_same_with_and_without_the_prompt_cache(
     by_task = [sorted(_lines(out / "trajectories.jsonl"), key=lambda t: t["task_id"]) for out in runs]
     assert [t["messages"] for t in by_task[0]] == [t["messages"] for t in by_task[1]]
     assert sum(len(t["messages"]) > 3 for t in by_task[0]) >= 2  # days of several turns: later prompts read on
+
+
+@needs_model
+def test_grouped_attention_and_the_roomy_cache_give_the_numbers_of_transformers_own(tiny_model: Path) -> None:
+    """The tiny Qwen3 has 4 query heads on 2 key heads: under a batch's padding mask transformers' sdpa repeats the
+    keys per head, ours keeps them grouped; a greedy generation on the prompt cache's joined, roomy cache writes
+    what generate writes reading the padded batch itself."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trade_core.cpu_generation import grouped_attention
+    from trade_core.prompt_cache import PromptCache
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
+    assert model.config.num_key_value_heads < model.config.num_attention_heads
+    torch.manual_seed(0)
+    prompts = [torch.randint(10, 1000, (n,)).tolist() for n in (30, 18, 25)]
+    ids = torch.tensor([[0] * (30 - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (30 - len(p)) + [1] * len(p) for p in prompts])
+    with torch.no_grad():
+        theirs = model(input_ids=ids, attention_mask=mask).logits
+        before = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=12, pad_token_id=0)
+
+        grouped_attention(model)
+        ours = model(input_ids=ids, attention_mask=mask).logits
+        cache = PromptCache(model).joined(prompts)
+        greedy = {"do_sample": False, "max_new_tokens": 12, "pad_token_id": 0}
+        after = model.generate(input_ids=ids, attention_mask=mask, past_key_values=cache, **greedy)
+    assert model.config._attn_implementation == "trade_sdpa_gqa"
+    torch.testing.assert_close(ours[mask.bool()], theirs[mask.bool()], rtol=1e-5, atol=1e-5)
+    assert torch.equal(after, before)
+    assert all(type(layer).__name__ == "RoomyLayer" for layer in cache.layers)
+    assert cache.layers[0].room[0].shape[-2] > cache.layers[0].keys.shape[-2]  # decode steps wrote into the room

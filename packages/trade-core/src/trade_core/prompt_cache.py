@@ -82,7 +82,10 @@ class PromptCache:
             left = (0, 0, width - len(prompt), 0)  # pads the sequence dimension of [1, heads, tokens, dim]
             rows.append([(pad(keys, left), pad(values, left)) for keys, values in self.layers(prompt[:-1])])
         by_layer = zip(*rows, strict=True)  # per layer: each row's (keys, values)
-        return DynamicCache([tuple(torch.cat(part) for part in zip(*layer, strict=True)) for layer in by_layer])
+        cache = DynamicCache([tuple(torch.cat(part) for part in zip(*layer, strict=True)) for layer in by_layer])
+        for layer in cache.layers:
+            layer.__class__ = _roomy_layer()
+        return cache
 
     def _keep(self, key: tuple[int, ...], tokens: Any, layers: list[tuple[Any, Any]]) -> None:
         if not self.budget:
@@ -93,3 +96,38 @@ class PromptCache:
         while self.size > self.budget and len(self.kept) > 1:
             _, (_, dropped) = self.kept.popitem(last=False)
             self.size -= sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in dropped)
+
+
+def _roomy_layer() -> type:
+    """transformers' ``DynamicLayer`` whose keys and values live in a buffer with room to grow: a decode step
+    writes its token into the room instead of copying the whole cache with ``torch.cat`` (53% of a SmolLM2 decode
+    step at 8 rows and 1,400 tokens: docs/benchmarks.md, "Prompt cache"). Made once, on first use (transformers is
+    imported late)."""
+    global _ROOMY
+    if _ROOMY is None:
+        from transformers.cache_utils import DynamicLayer
+
+        class RoomyLayer(DynamicLayer):
+            def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+                if not self.is_initialized:
+                    self.lazy_initialization(key_states, value_states)
+                held = self.keys.shape[-2] if self.keys.numel() else 0
+                total = held + key_states.shape[-2]
+                room = getattr(self, "room", None)
+                if room is None or room[0].shape[-2] < total or room[0].data_ptr() != self.keys.data_ptr():
+                    shape = (*key_states.shape[:2], max(2 * total, total + 256), key_states.shape[-1])
+                    room = (key_states.new_empty(shape), value_states.new_empty(shape))
+                    if held:  # what was held (the prompt, or a cache another method replaced) moves in once
+                        room[0][..., :held, :] = self.keys
+                        room[1][..., :held, :] = self.values
+                    self.room = room
+                room[0][..., held:total, :] = key_states
+                room[1][..., held:total, :] = value_states
+                self.keys, self.values = room[0][..., :total, :], room[1][..., :total, :]
+                return self.keys, self.values
+
+        _ROOMY = RoomyLayer
+    return _ROOMY
+
+
+_ROOMY: type | None = None

@@ -43,7 +43,7 @@ from typing import Any
 
 import structlog
 
-from trade_core.cpu_generation import fast_cpu_sampling
+from trade_core.cpu_generation import fast_cpu_sampling, grouped_attention
 from trade_core.errors import TradeError
 from trade_core.prompt_cache import BUDGET_MB, PromptCache
 from trade_eval.policies.llm import chat_request, play_reply
@@ -132,6 +132,8 @@ class LocalModel:
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         dtype = torch.float32 if self.device.type == "cpu" else "auto"  # bf16 matmuls are slow on most CPUs
         self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(self.device).eval()
+        if self.device.type == "cpu":
+            grouped_attention(self.model)  # grouped-query keys kept grouped under the batch's padding mask
         self.stops = set(self.model.generation_config.eos_token_id or [])
         self.pad = self.tokenizer.pad_token_id or 0  # masked out, and cut off after a row's stop: any id pads
         layers = DynamicCache(config=self.model.config).layers

@@ -18,13 +18,13 @@ STAGE_NAMES = ("market", "tasks", "model", "grpo", "evaluate", "backtest", "repo
 def _setting_options(command: Callable[..., None]) -> Callable[..., None]:
     """One flag per run setting (``QuickstartSettings``), with its default and description."""
     from types import UnionType
-    from typing import Literal, get_args, get_origin
+    from typing import Literal, Union, get_args, get_origin
 
     for name, field in reversed(list(QuickstartSettings.model_fields.items())):
         if name == "data":
             continue
         kind = field.annotation
-        if isinstance(kind, UnionType):  # ``int | None``: the model's recipe decides (said in the description)
+        if get_origin(kind) in (UnionType, Union):  # ``int | None``: the model's recipe decides (its description)
             (kind,) = (arg for arg in get_args(kind) if arg is not type(None))
         kind = click.Choice(get_args(kind)) if get_origin(kind) is Literal else kind
         flag, text = f"--{name.replace('_', '-')}", field.description or name

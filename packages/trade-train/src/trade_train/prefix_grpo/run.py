@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from trade_core.cpu_generation import fast_cpu_sampling
+from trade_core.cpu_generation import fast_cpu_sampling, grouped_attention
 from trade_core.errors import TradeError
 from trade_core.prompt_cache import PromptCache
 from trade_records.metrics import append_metrics
@@ -77,11 +77,13 @@ class GroupPlayer:
         first = self._ids(prompt, tools)
         rows = [Row(TradingDay(episode, prompt=prompt), list(first), len(first)) for episode in episodes]
         generators = [_generator(seed, row) for row in range(len(rows))]
+        cap = self.grpo.max_reply_tokens or self.grpo.max_completion_length
         while open_rows := [i for i, row in enumerate(rows) if row.day.is_open]:
             room = [self.grpo.max_completion_length - rows[i].completion for i in open_rows]
-            replies = self._sample([rows[i].ids for i in open_rows], max(room), [generators[i] for i in open_rows])
+            new = min(max(room), cap)
+            replies = self._sample([rows[i].ids for i in open_rows], new, [generators[i] for i in open_rows])
             for i, reply, left in zip(open_rows, replies, room, strict=True):
-                self._advance(rows[i], reply[:left], left, tools)
+                self._advance(rows[i], reply[:left], left, cap if left > cap else left, tools)
         return rows
 
     def _ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
@@ -116,8 +118,9 @@ class GroupPlayer:
             replies.append(row if end is None else row[: end + 1])
         return replies
 
-    def _advance(self, row: Row, reply: list[int], room: int, tools: list[dict[str, Any]]) -> None:
-        """Play one reply on the row's day; the tool texts it got become the row's next tokens."""
+    def _advance(self, row: Row, reply: list[int], room: int, budget: int, tools: list[dict[str, Any]]) -> None:
+        """Play one reply on the row's day; the tool texts it got become the row's next tokens. A reply cut before
+        its end of turn ends the day on ``budget`` (the reply's cap, or what the rollout had left)."""
         row.written += range(len(row.ids), len(row.ids) + len(reply))
         row.ids += reply
         day = row.day
@@ -126,9 +129,9 @@ class GroupPlayer:
         content = (
             parsed.content if parsed.reasoning is None else f"<think>\n{parsed.reasoning}\n</think>\n\n{parsed.content}"
         )
-        if not ended:  # the rollout's tokens ran out inside the reply
+        if not ended:  # the reply's or the rollout's tokens ran out inside the reply
             day.reply(content, parsed.calls)
-            day.out_of_tokens(self.grpo.max_completion_length)
+            day.out_of_tokens(budget)
             return
         day.turn(content, parsed.calls)
         if day.is_open:
@@ -197,7 +200,7 @@ def train(config: RunConfig) -> Path:
     settings = EpisodeSettings(max_turns=grpo.max_turns)
     torch.manual_seed(grpo.seed)
     tokenizer = AutoTokenizer.from_pretrained(config.model)
-    model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
+    model = grouped_attention(AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32))
     freeze_below(model, grpo.train_layers)
     trained = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=grpo.learning_rate, weight_decay=0.0)

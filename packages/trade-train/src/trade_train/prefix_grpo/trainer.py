@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from trade_core.errors import TradeError
 from trade_train.trl_grpo.run import GRPOSettings
-from trade_train.trl_grpo.trainer import TrlGRPO
+from trade_train.trl_grpo.trainer import TrlGRPO, grpo_settings
 
 
 class PrefixGRPO(TrlGRPO):
@@ -21,7 +21,7 @@ class PrefixGRPO(TrlGRPO):
     extra = "pretrained"
 
     def settings(self, overrides: tuple[str, ...]) -> GRPOSettings:
-        chosen = super().settings(overrides)
+        chosen = grpo_settings(overrides, self.name)
         if chosen.beta or chosen.lora_rank:
             raise TradeError(
                 f"{self.name} has no KL term and no LoRA (beta={chosen.beta}, lora_rank={chosen.lora_rank})",

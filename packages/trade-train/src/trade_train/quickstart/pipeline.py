@@ -1,5 +1,6 @@
 """The quickstart's stages, each calling the Python API its own command uses (``trade data synth``, ``trade data
-tasks``, ``trade model tiny``, ``trade train --trainer trl-grpo``, ``trade eval tasks|compare|backtest|report``)."""
+tasks``, ``trade model tiny``, ``trade train --trainer trl-grpo|prefix-grpo``, ``trade eval
+tasks|compare|backtest|report``)."""
 
 from __future__ import annotations
 
@@ -99,7 +100,9 @@ def model(ctx: Context) -> dict[str, Any]:
     records = read_records(Path(ctx.results["tasks"]["tasks"]), "train")
     chosen = spread(records, s.demonstrations)
     if store.planted_signal:
-        demos = signal_demonstrations(store, chosen, store.planted_signal, seed=s.seed)
+        demos = signal_demonstrations(
+            store, chosen, store.planted_signal, seed=s.seed, stop_with_orders=recipe.stop_with_orders
+        )
     else:
         demos = baseline_demonstrations(store, chosen, seed=s.seed)
     folder = ctx.folder("model")
@@ -141,10 +144,15 @@ def model(ctx: Context) -> dict[str, Any]:
 
 
 def grpo(ctx: Context) -> dict[str, Any]:
-    """GRPO with trl-grpo, in this process (`trade train --trainer trl-grpo --device cpu`)."""
+    """GRPO with the recipe's trainer, in this process (`trade train --trainer trl-grpo|prefix-grpo --device cpu`)."""
     from trade_core.plugins import get_manager
     from trade_core.runs import running
-    from trade_train.trl_grpo.run import CONFIG, GRPOSettings, RunConfig, train
+    from trade_train.trl_grpo.run import CONFIG, GRPOSettings, RunConfig
+
+    if ctx.settings.recipe.trainer == "prefix-grpo":
+        from trade_train.prefix_grpo.run import train
+    else:
+        from trade_train.trl_grpo.run import train
 
     s, recipe = ctx.settings, ctx.settings.recipe
     config = RunConfig(
@@ -160,6 +168,7 @@ def grpo(ctx: Context) -> dict[str, Any]:
             batch_size=s.group * s.tasks_per_step,
             temperature=s.temperature,
             max_completion_length=s.rollout_tokens,
+            max_reply_tokens=s.max_tokens if recipe.trainer == "prefix-grpo" else None,
             learning_rate=recipe.learning_rate,
             lr_scheduler="constant",
             train_layers=recipe.train_layers,
@@ -169,7 +178,7 @@ def grpo(ctx: Context) -> dict[str, Any]:
     atomic_write(config.run_dir / CONFIG, config.model_dump_json(indent=2) + "\n")
     with running("training", config.run_dir, get_manager()):  # plugins hear the training run as under `trade train`
         trained = train(config)
-    return {"model": str(trained), "run_dir": str(config.run_dir)}
+    return {"model": str(trained), "run_dir": str(config.run_dir), "trainer": s.recipe.trainer}
 
 
 def _local(ctx: Context, side: str, store: MarketStore) -> tuple[str, Any]:
@@ -282,7 +291,7 @@ STAGES = (
     Stage("market", "market", market),
     Stage("tasks", "tasks (embargoed splits)", tasks),
     Stage("model", "model + tool-call fine-tune", model),
-    Stage("grpo", "GRPO (trl-grpo, CPU)", grpo),
+    Stage("grpo", "GRPO (CPU)", grpo),
     Stage("evaluate", "held-out tasks: trained, untrained, baselines", evaluate),
     Stage("backtest", "backtest on the held-out days", backtest),
     Stage("report", "report", report),

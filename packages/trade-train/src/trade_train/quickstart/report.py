@@ -270,7 +270,8 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         f"({tasks['counts']['train']} train, {tasks['counts']['test']} held-out test), tools {s.tools}, prompt set "
         f"{recipe.prompt_set}; seed {s.seed}. {model_words(s)}, fine-tuned {recipe.sft_steps} steps of "
         f"{recipe.sft_batch} on {tuned['demonstrations']} demonstration days (loss {tuned['first_loss']:.2f} -> "
-        f"{tuned['last_loss']:.2f}), then {s.steps} GRPO steps of {s.tasks_per_step} tasks x {s.group} rollouts at "
+        f"{tuned['last_loss']:.2f}), then {s.steps} GRPO steps (`{recipe.trainer}`) of {s.tasks_per_step} tasks x "
+        f"{s.group} rollouts at "
         f"temperature {s.temperature:g}, learning rate {recipe.learning_rate:g} (constant), {trained_layers}, "
         f"reward `{s.reward}`. Evaluation samples at the same temperature, {s.max_tokens} tokens a reply.",
         "",
@@ -294,8 +295,13 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         *learning_table(steps),
         "",
         f"Truncated: rollouts our scoring ended on the token budget ({s.rollout_tokens} tokens of replies and tool "
-        "texts); clipped (TRL): rollouts TRL saw end without an end-of-turn token, which also counts a day that "
-        "stopped before the cut or ended on a reply without a call.",
+        "texts)"
+        + (
+            "; clipped (TRL): rollouts TRL saw end without an end-of-turn token, which also counts a day that "
+            "stopped before the cut or ended on a reply without a call."
+            if recipe.trainer == "trl-grpo"
+            else "."
+        ),
         "",
         *([warning, ""] if (warning := flat_steps(steps)) else []),
         "## What it learned",

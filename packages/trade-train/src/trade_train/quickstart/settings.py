@@ -28,16 +28,37 @@ class Recipe(BaseModel):
     learning_rate: float
     train_layers: int
     prompt_set: str
+    trainer: str
+    stop_with_orders: bool
+    """The demonstrations' buy and stop are one reply (a day of two replies), not two."""
 
 
 RECIPES = {
-    "tiny": Recipe(sft_steps=600, sft_batch=1, learning_rate=1e-3, train_layers=0, prompt_set="compact"),
-    "pretrained": Recipe(sft_steps=60, sft_batch=8, learning_rate=5e-5, train_layers=8, prompt_set="compact-en"),
+    "tiny": Recipe(
+        sft_steps=600,
+        sft_batch=1,
+        learning_rate=1e-3,
+        train_layers=0,
+        prompt_set="compact",
+        trainer="trl-grpo",
+        stop_with_orders=False,
+    ),
+    "pretrained": Recipe(
+        sft_steps=60,
+        sft_batch=8,
+        learning_rate=5e-5,
+        train_layers=8,
+        prompt_set="compact-en",
+        trainer="prefix-grpo",
+        stop_with_orders=True,
+    ),
 }
 """Per kind of model: the tiny one learns the format from scratch one demonstration a step at a high rate and
 trains every weight, on the Chinese prompts its Qwen3 tokenizer reads compactly; a pretrained one needs a few
 batched steps, a small GRPO rate and only its top layers, and reads English (SmolLM2 spends a token per Chinese
-character)."""
+character); its prompts are long for its speed on CPU, so its GRPO reads each shared prompt once (prefix-grpo)
+and its days are two replies (the buy and the stop in one)."""
+TRAINERS = ("trl-grpo", "prefix-grpo")
 
 
 class QuickstartSettings(BaseModel):
@@ -76,7 +97,7 @@ class QuickstartSettings(BaseModel):
     temperature: float = Field(
         0.7, gt=0, description="sampling in GRPO and in evaluation: at 1.0 the tiny model's calls are mostly broken"
     )
-    max_tokens: int = Field(256, ge=16, description="tokens per reply in evaluation")
+    max_tokens: int = Field(256, ge=16, description="tokens per reply in evaluation (and in prefix-grpo's rollouts)")
     learning_rate: float | None = Field(
         None, gt=0, description="GRPO's step size, constant over the run (1e-3 for tiny, 5e-5 for a pretrained model)"
     )
@@ -90,6 +111,11 @@ class QuickstartSettings(BaseModel):
         1536, ge=64, description="tokens of a GRPO rollout, replies and tool texts together: room for a day's calls"
     )
     reward: str = Field("continuous", description="reward scheme of GRPO and of the held-out evaluation")
+    trainer: Literal["trl-grpo", "prefix-grpo"] | None = Field(
+        None,
+        description="GRPO's trainer: trl-grpo (TRL 1.16) or prefix-grpo (reads each shared prompt once; no KL, no "
+        "LoRA); tiny trl-grpo, pretrained prefix-grpo",
+    )
     tools: str = Field(
         "compute_alpha_factor,TakeAction",
         description="the tools a day offers (the full four: get_price_data,get_macro_indicators,compute_alpha_factor,"
@@ -140,7 +166,8 @@ class QuickstartSettings(BaseModel):
     def recipe(self) -> Recipe:
         """The recipe of this kind of model, with the flags given over it."""
         chosen = RECIPES["tiny" if self.tiny else "pretrained"]
-        given = {k: getattr(self, k) for k in Recipe.model_fields if getattr(self, k) is not None}
+        flags = Recipe.model_fields.keys() & type(self).model_fields.keys()
+        given = {k: getattr(self, k) for k in flags if getattr(self, k) is not None}
         return chosen.model_copy(update=given)
 
     @property

@@ -47,6 +47,9 @@ class GRPOSettings(BaseModel):
     batch_size: int = Field(4, ge=1, description="rollouts per step: tasks per step x num_generations")
     max_turns: int = Field(MAX_TURNS, ge=1, description="replies a day allows (the prompt states 16)")
     max_completion_length: int = Field(768, ge=16, description="tokens of all replies and tool texts of a rollout")
+    max_reply_tokens: int | None = Field(
+        None, ge=16, description="prefix-grpo only: tokens one reply may take (None: what the rollout has left)"
+    )
     learning_rate: float = Field(1e-5, gt=0)
     lr_scheduler: Literal["linear", "constant", "cosine"] = Field(
         "linear", description="how the rate moves over the steps (linear: to 0 at the last step)"

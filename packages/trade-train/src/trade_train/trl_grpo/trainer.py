@@ -76,7 +76,13 @@ class TrlGRPO(Trainer):
 
     def settings(self, overrides: tuple[str, ...]) -> GRPOSettings:
         """The run's GRPO settings from the ``KEY=VALUE`` overrides."""
-        return grpo_settings(overrides, self.name)
+        chosen = grpo_settings(overrides, self.name)
+        if chosen.max_reply_tokens is not None:
+            raise TradeError(
+                "trl-grpo cannot cap a reply apart from the rollout (max_reply_tokens)",
+                hint="leave max_reply_tokens out, or use --trainer prefix-grpo",
+            )
+        return chosen
 
     def plan(self, spec: TrainSpec) -> RunPlan:
         from pathlib import Path
