@@ -54,6 +54,28 @@ def test_a_signal_demonstration_buys_its_shares_on_an_anonymized_task(
     assert bought > len(records) // 2
 
 
+def test_a_day_that_stops_with_its_orders_is_the_same_day_in_two_replies(
+    anonymized_market: tuple[MarketStore, list[TaskRecord]],
+) -> None:
+    """The pretrained recipe's layout: the factor call, then the buy and the stop as two calls of one reply; the
+    same stock bought (the same draws) and the same day's end as the three-reply layout."""
+    store, records = anonymized_market
+    apart = signal_demonstrations(store, records, "KMID", seed=0)
+    together = signal_demonstrations(store, records, "KMID", seed=0, stop_with_orders=True)
+    for one, other in zip(apart, together, strict=True):
+        assert _orders(one) == _orders(other)
+        replies = [m for m in other.messages if m["role"] == "assistant"]
+        names = [[c["function"]["name"] for c in m["tool_calls"]] for m in replies]
+        assert names[0] == ["compute_alpha_factor"] and len(replies) == 2
+        assert names[1] == ["TakeAction"] * (len(_orders(other)) + 1)
+        assert json.loads(replies[1]["tool_calls"][-1]["function"]["arguments"])["type"] == "stop"
+        tools = [m["content"] for m in other.messages if m["role"] == "tool"]
+        assert (
+            len(tools) == len(names[1]) + 1
+            and tools[-1] == [m["content"] for m in one.messages if m["role"] == "tool"][-1]
+        )
+
+
 def test_baseline_demonstrations_on_anonymized_tasks_have_no_refused_order(
     anonymized_market: tuple[MarketStore, list[TaskRecord]],
 ) -> None:
