@@ -108,7 +108,7 @@ class GroupPlayer:
                 pad_token_id=self.pad,
                 do_sample=True,
                 temperature=g.temperature,
-                top_k=g.top_k or None,
+                top_k=g.top_k,  # 0: no top-k
                 top_p=1.0,
                 max_new_tokens=new,
             )
