@@ -115,6 +115,7 @@ def test_settings_prefix_grpo_cannot_honour_are_one_line(tasks: Path, tmp_path: 
         (["--device", "cpu", "--", "beta=0.1"], "prefix-grpo has no KL term and no LoRA (beta=0.1, lora_rank=0)"),
         (["--device", "gpu"], "prefix-grpo trains on cpu, not gpu"),
         (["--device", "cpu", "--", "stepz=3"], "bad prefix-grpo setting: stepz: Extra inputs are not permitted"),
+        (["--device", "cpu", "--", "temperature=inf"], "bad prefix-grpo setting: temperature: Input should be a"),
     ]:
         run = run_trade(*base, *args)
         assert run.code == 2 and expected in run.err and len(run.err.strip().splitlines()) == 1, (args, run.err)

@@ -40,7 +40,7 @@ CONFIG = "run.json"
 class GRPOSettings(BaseModel):
     """The GRPO run; defaults do a few steps of the tiny model on 2 CPU cores in a minute or two."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # run.json is JSON: inf would come back null
 
     steps: int = Field(2, ge=1, description="optimizer steps, one batch of rollouts each")
     num_generations: int = Field(4, ge=2, description="rollouts per task (the GRPO group)")
