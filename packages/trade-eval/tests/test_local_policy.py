@@ -51,6 +51,28 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def _tasks_runs(
+    model: Path, dataset: Path, tmp_path: Path, seed: int, limit: int, variants: list[list[str]]
+) -> list[Path]:
+    """Greedy `trade eval tasks` runs of the first ``limit`` tasks of one folder, once per variant of the flags."""
+    tasks = tmp_path / "tasks"
+    build_tasks(dataset, tasks, split="test=2025-07-01:2025-07-14", pool_size="5", per_day=2, seed=seed)
+    runs = []
+    for number, flags in enumerate(variants):
+        out = tmp_path / f"run{number}"
+        run = run_trade(
+            "eval", "tasks", *GREEDY, "--model", str(model), "--tasks", str(tasks / "test.jsonl"),
+            "--data", str(dataset), "--limit", str(limit), *flags, "--out", str(out),
+        )  # fmt: skip
+        assert run.code == 0, run.err
+        runs.append(out)
+    return runs
+
+
+def _by_task(out: Path) -> list[dict]:
+    return sorted(_lines(out / "trajectories.jsonl"), key=lambda t: t["task_id"])
+
+
 def _calls(trajectories: list[dict]) -> list[dict]:
     return [
         call["function"]
@@ -146,34 +168,11 @@ def test_a_backtest_plays_every_day_in_process_the_same_way_twice(
 def test_a_tasks_run_plays_episodes_concurrently_as_it_plays_them_one_by_one(
     tiny_model: Path, sample_dataset: Path, tmp_path: Path
 ) -> None:
-    tasks = tmp_path / "tasks"
-    build_tasks(sample_dataset, tasks, split="test=2025-07-01:2025-07-14", pool_size="5", per_day=2, seed=3)
-    runs = []
-    for concurrency in ("4", "1"):
-        out = tmp_path / f"run{concurrency}"
-        run = run_trade(
-            "eval",
-            "tasks",
-            *GREEDY,
-            "--model",
-            str(tiny_model),
-            "--tasks",
-            str(tasks / "test.jsonl"),
-            "--data",
-            str(sample_dataset),
-            "--limit",
-            "4",
-            "--concurrency",
-            concurrency,
-            "--out",
-            str(out),
-        )
-        assert run.code == 0, run.err
-        runs.append(out)
+    runs = _tasks_runs(tiny_model, sample_dataset, tmp_path, 3, 4, [["--concurrency", "4"], ["--concurrency", "1"]])
     episodes = _lines(runs[0] / "episodes.jsonl")
     assert len(episodes) == 4 and all(e["status"] == "done" for e in episodes), [e["reason"] for e in episodes]
     assert _calls(_lines(runs[0] / "trajectories.jsonl"))
-    by_task = [sorted(_lines(out / "trajectories.jsonl"), key=lambda t: t["task_id"]) for out in runs]
+    by_task = [_by_task(out) for out in runs]
     assert [t["messages"] for t in by_task[0]] == [t["messages"] for t in by_task[1]]
 
 
@@ -351,18 +350,8 @@ def test_a_tasks_run_writes_the_same_with_and_without_the_prompt_cache(
     tiny_model: Path, sample_dataset: Path, tmp_path: Path
 ) -> None:
     """Greedy, with the prompt cache (each later turn and other day read on from a kept prompt) and with it off."""
-    tasks = tmp_path / "tasks"
-    build_tasks(sample_dataset, tasks, split="test=2025-07-01:2025-07-14", pool_size="5", per_day=2, seed=5)
-    runs = []
-    for memory in ("2048", "0"):
-        out = tmp_path / f"run{memory}"
-        run = run_trade(
-            "eval", "tasks", *GREEDY, "--model", str(tiny_model), "--tasks", str(tasks / "test.jsonl"),
-            "--data", str(sample_dataset), "--limit", "3", "--set", f"prompt_cache_mb={memory}", "--out", str(out),
-        )  # fmt: skip
-        assert run.code == 0, run.err
-        runs.append(out)
-    by_task = [sorted(_lines(out / "trajectories.jsonl"), key=lambda t: t["task_id"]) for out in runs]
+    memories = [["--set", "prompt_cache_mb=2048"], ["--set", "prompt_cache_mb=0"]]
+    by_task = [_by_task(out) for out in _tasks_runs(tiny_model, sample_dataset, tmp_path, 5, 3, memories)]
     assert [t["messages"] for t in by_task[0]] == [t["messages"] for t in by_task[1]]
     assert sum(len(t["messages"]) > 3 for t in by_task[0]) >= 2  # days of several turns: later prompts read on
 
