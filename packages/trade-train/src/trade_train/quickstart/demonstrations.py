@@ -70,9 +70,9 @@ def signal_demonstrations(
         if fillable:
             symbol = fillable[0 if top else int(rng.integers(len(fillable)))]
             amount = episode.units_for(symbol, SIGNAL_BUY_SHARES)
-            order = {"type": "buy", "symbol": episode.hide(symbol), "amount": amount, "reasoning": ""}
+            order = {"type": "buy", "symbol": episode.hide(symbol), "amount": amount}
             orders.append(("TakeAction", json.dumps(order, ensure_ascii=False)))
-        stop = ("TakeAction", json.dumps({"type": "stop", "reasoning": ""}))
+        stop = ("TakeAction", json.dumps({"type": "stop"}))
         for calls in [[*orders, stop]] if stop_with_orders else [*([call] for call in orders), [stop]]:
             day.turn("", calls)
         messages = [message.model_dump(exclude_none=True) for message in day.messages]
