@@ -287,7 +287,7 @@ def test_a_prompt_cache_that_is_not_a_number_of_megabytes_is_refused_before_load
     for memory in (-1, "lots", 1.5, False):
         with pytest.raises(TradeError, match="is not a number of megabytes") as refused:
             POLICIES.get("local").check(RunSettings(model=str(tmp_path), options={"prompt_cache_mb": memory}))
-        assert refused.value.hint == "e.g. --set prompt_cache_mb=2048, or 0 to read every prompt whole"
+        assert refused.value.hint == "e.g. --set prompt_cache_mb=4096, or 0 to read every prompt whole"
 
 
 @needs_model
@@ -357,10 +357,14 @@ def test_a_tasks_run_writes_the_same_with_and_without_the_prompt_cache(
 
 
 @needs_model
-def test_grouped_attention_and_the_roomy_cache_give_the_numbers_of_transformers_own(tiny_model: Path) -> None:
+@pytest.mark.parametrize("opening", [0, 16])
+def test_grouped_attention_and_the_roomy_cache_give_the_numbers_of_transformers_own(
+    tiny_model: Path, opening: int
+) -> None:
     """The tiny Qwen3 has 4 query heads on 2 key heads: under a batch's padding mask transformers' sdpa repeats the
     keys per head, ours keeps them grouped; a greedy generation on the prompt cache's joined, roomy cache writes
-    what generate writes reading the padded batch itself."""
+    what generate writes reading the padded batch itself. Prompts that open alike (``opening`` tokens) have that
+    opening held once, ahead of the padding, and attended to once for every row."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -370,20 +374,25 @@ def test_grouped_attention_and_the_roomy_cache_give_the_numbers_of_transformers_
     model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
     assert model.config.num_key_value_heads < model.config.num_attention_heads
     torch.manual_seed(0)
-    prompts = [torch.randint(10, 1000, (n,)).tolist() for n in (30, 18, 25)]
-    ids = torch.tensor([[0] * (30 - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (30 - len(p)) + [1] * len(p) for p in prompts])
+    start = torch.randint(10, 1000, (opening,)).tolist()
+    prompts = [start + torch.randint(10, 1000, (n,)).tolist() for n in (14, 2, 9)]
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    greedy = {"do_sample": False, "max_new_tokens": 12, "pad_token_id": 0}
     with torch.no_grad():
         theirs = model(input_ids=ids, attention_mask=mask).logits
-        before = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=12, pad_token_id=0)
+        before = model.generate(input_ids=ids, attention_mask=mask, **greedy)[:, width:]
 
         grouped_attention(model)
         ours = model(input_ids=ids, attention_mask=mask).logits
-        cache = PromptCache(model).joined(prompts)
-        greedy = {"do_sample": False, "max_new_tokens": 12, "pad_token_id": 0}
-        after = model.generate(input_ids=ids, attention_mask=mask, past_key_values=cache, **greedy)
+        joined_ids, joined_mask, cache = PromptCache(model).joined(prompts, 0, room=4)
+        after = model.generate(input_ids=joined_ids, attention_mask=joined_mask, past_key_values=cache, **greedy)
     assert model.config._attn_implementation == "trade_sdpa_gqa"
     torch.testing.assert_close(ours[mask.bool()], theirs[mask.bool()], rtol=1e-5, atol=1e-5)
-    assert torch.equal(after, before)
+    assert torch.equal(after[:, joined_ids.shape[1] :], before)
     assert all(type(layer).__name__ == "RoomyLayer" for layer in cache.layers)
-    assert cache.layers[0].room[0].shape[-2] > cache.layers[0].keys.shape[-2]  # decode steps wrote into the room
+    held = opening  # the rows differ from their first own token on
+    assert all((layer.prefix is None if not held else layer.prefix[0].shape[-2] == held) for layer in cache.layers)
+    assert cache.layers[0].keys.shape[-2] == width + 12 - 1 - held  # each row's own tokens, the decoded included
+    assert cache.layers[0].room[0].shape[-2] > 4 + width - held  # it outgrew the room asked for

@@ -72,28 +72,32 @@ def test_a_group_holds_the_tokens_its_days_were_played_with(
     grpo = GRPOSettings(max_completion_length=600, temperature=1.0)
     cache = PromptCache(model)
     player = GroupPlayer(model, tokenizer, model_format(tiny_model).tool_calls, grpo, cache)
-    record = read_records(tasks, "train")[0]
+    records = read_records(tasks, "train")[:2]
     store = market_store(sample_dataset)
-    rows = player.play([Episode.start(record.task, store) for _ in range(4)], record.prompt, seed=3)
+    groups = player.play(
+        [([Episode.start(r.task, store) for _ in range(3)], r.prompt, seed) for seed, r in enumerate(records)]
+    )
 
-    first = tokenizer.apply_chat_template(
-        record.prompt, tools=rows[0].day.episode.tool_schemas(), add_generation_prompt=True, return_dict=True
-    )["input_ids"]
-    assert cache.given_tokens >= 3 * (len(first) - 1)  # the group's first prompt read once
-    answered = 0
-    for row in rows:
-        assert row.ids[: row.prompt] == first and not row.day.is_open
-        assert row.completion <= grpo.max_completion_length
-        replies = [m for m in row.day.messages if m.role == "assistant"]
-        segments = _runs(row.written)
-        assert len(segments) == len(replies) == row.day.episode.turns
-        text = tokenizer.decode(row.ids)
-        for _, end in segments[:-1]:  # a reply the day went on after ended its turn, then came its tool texts
-            assert row.ids[end - 1] == tokenizer.eos_token_id and end not in row.written
-        for message in row.day.messages[len(record.prompt) :]:
-            if message.role == "tool" and row.day.messages[-1] is not message:
-                assert message.content in text
-                answered += 1
+    answered, firsts = 0, 0
+    for record, rows in zip(records, groups, strict=True):
+        first = tokenizer.apply_chat_template(
+            record.prompt, tools=rows[0].tools, add_generation_prompt=True, return_dict=True
+        )["input_ids"]
+        firsts += 2 * (len(first) - 1)
+        for row in rows:
+            assert row.ids[: row.prompt] == first and not row.day.is_open
+            assert row.completion <= grpo.max_completion_length
+            replies = [m for m in row.day.messages if m.role == "assistant"]
+            segments = _runs(row.written)
+            assert len(segments) == len(replies) == row.day.episode.turns
+            text = tokenizer.decode(row.ids)
+            for _, end in segments[:-1]:  # a reply the day went on after ended its turn, then came its tool texts
+                assert row.ids[end - 1] == tokenizer.eos_token_id and end not in row.written
+            for message in row.day.messages[len(record.prompt) :]:
+                if message.role == "tool" and row.day.messages[-1] is not message:
+                    assert message.content in text
+                    answered += 1
+    assert cache.given_tokens >= firsts  # each group's first prompt read once
     assert answered  # some replies called a tool and read its text
 
 

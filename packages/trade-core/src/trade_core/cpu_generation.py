@@ -92,6 +92,9 @@ def grouped_attention(model: Any) -> Any:
         is_causal: bool | None = None,
         **kwargs: Any,
     ) -> tuple[Any, None]:
+        shared = getattr(key, "shared_prefix", None)
+        if shared is not None:
+            return _with_shared_prefix(query, key, value, shared, attention_mask, scaling), None
         causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
         out = torch.nn.functional.scaled_dot_product_attention(
             query,
@@ -109,3 +112,33 @@ def grouped_attention(model: Any) -> Any:
     ALL_MASK_ATTENTION_FUNCTIONS.register(GQA_ATTENTION, sdpa_mask)
     model.set_attn_implementation(GQA_ATTENTION)
     return model
+
+
+def _with_shared_prefix(query: Any, key: Any, value: Any, shared: tuple[Any, Any], mask: Any, scale: Any) -> Any:
+    """Attention of a batch of rows over keys every row shares (``shared``, ``[1, kv heads, P, dim]``) and then
+    each row's own (``key``, ``[rows, kv heads, S, dim]``, under ``mask[..., P:]``), as the softmax over both
+    (cascade attention): the shared keys are read once for the batch, as one product of every row's queries.
+    ``[rows, tokens, heads, dim]``, as the attention interface returns it."""
+    import math
+
+    import torch
+
+    rows, heads, length, dim = query.shape
+    groups = heads // key.shape[1]
+    scale = scale if scale is not None else 1 / math.sqrt(dim)
+    grouped = query.reshape(rows, key.shape[1], groups * length, dim)  # [rows, kv heads, groups x tokens, dim]
+    together = grouped.transpose(0, 1).reshape(1, key.shape[1], rows * groups * length, dim)
+    first = (together @ shared[0].transpose(-1, -2)) * scale  # [1, kv heads, rows x groups x tokens, P]
+    first = first.reshape(key.shape[1], rows, groups * length, -1).transpose(0, 1)
+    own = (grouped @ key.transpose(-1, -2)) * scale  # [rows, kv heads, groups x tokens, S]
+    if mask is not None:
+        part = mask[..., shared[0].shape[-2] :]  # [rows, 1, tokens, S]
+        part = part.unsqueeze(2).expand(-1, -1, groups, -1, -1).reshape(rows, 1, groups * length, -1)
+        own = own.masked_fill(~part, -math.inf) if part.dtype == torch.bool else own + part
+    top = torch.maximum(first.amax(-1, keepdim=True), own.amax(-1, keepdim=True))
+    first, own = (first - top).exp(), (own - top).exp()
+    total = first.sum(-1, keepdim=True) + own.sum(-1, keepdim=True)
+    weighted = first.transpose(0, 1).reshape(1, key.shape[1], rows * groups * length, -1) @ shared[1]
+    weighted = weighted.reshape(key.shape[1], rows, groups * length, dim).transpose(0, 1) + own @ value
+    out = (weighted / total).reshape(rows, heads, length, dim)
+    return out.transpose(1, 2).contiguous()

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-BUDGET_MB = 2048
-"""Memory the kept keys and values may take by default: about 45,000 tokens of SmolLM2-135M in float32 (46 KB a
-token), 23 of its trading-day prompts."""
+BUDGET_MB = 4096
+"""Memory the kept keys and values may take by default: about 90,000 tokens of SmolLM2-135M in float32 (46 KB a
+token), 50 of its trading-day prompts, so a batch of 32 rows finds its prompts still kept when it joins them."""
 
 
 class PromptCache:
@@ -67,17 +67,28 @@ class PromptCache:
         self._keep(key, tokens, layers)
         return layers
 
-    def joined(self, prompts: list[list[int]], room: int = 256) -> Any:
-        """One cache of every prompt but its last token, left-padded to the longest, for ``generate`` to go on
-        from with the prompts left-padded and masked, with ``room`` tokens to decode into before it must grow.
-        Each prompt is read alone (causal attention needs no mask): under a padding mask, CPU attention over a
-        batch of prompts cost 2.5 times as much (it cannot skip the masked half). Each row's keys and values are
-        copied once, into the buffer the decode writes on in (padding, then a concatenation, then the move into
-        room took 11 s for 16 rows of 1,600 tokens, twice the 20 decode steps after it)."""
+    def joined(self, prompts: list[list[int]], pad: int, room: int = 256) -> tuple[Any, Any, Any]:
+        """``generate``'s ``input_ids``, ``attention_mask`` and ``past_key_values`` for a batch of ``prompts``:
+        the cache holds every prompt but its last token, with ``room`` tokens to decode into before it must grow.
+
+        Each prompt is read alone (causal attention needs no mask: under a padding mask, CPU attention over a batch
+        of prompts cost 2.5 times as much) and its keys and values are copied once, into the buffer the decode
+        writes on in. Under :data:`~trade_core.cpu_generation.GQA_ATTENTION`, the opening all the prompts share (a
+        day's system prompt and tool schemas, a task's first prompt for its samples) is held once, ahead of the
+        padding, and a decode step reads it once for every row instead of once a row (docs/benchmarks.md,
+        "Prompt cache"); other attention gets each row whole, left-padded."""
+        import torch
         from transformers import DynamicCache
 
+        from trade_core.cpu_generation import GQA_ATTENTION
+
         rows = [self.layers(prompt[:-1]) for prompt in prompts]
-        width = max(len(prompt) for prompt in prompts) - 1
+        shared = 0
+        if len(prompts) > 1 and getattr(self.model.config, "_attn_implementation", None) == GQA_ATTENTION:
+            shared = _common_length([prompt[:-1] for prompt in prompts])
+        width = max(len(prompt) for prompt in prompts) - 1 - shared  # of each row's own part
+        ids = [prompt[:shared] + [pad] * (width + shared + 1 - len(prompt)) + prompt[shared:] for prompt in prompts]
+        mask = [[1] * shared + [0] * (width + shared + 1 - len(p)) + [1] * (len(p) - shared) for p in prompts]
         cache = DynamicCache([(keys[:, :, :0], values[:, :, :0]) for keys, values in rows[0]])
         for number, layer in enumerate(cache.layers):
             layer.__class__ = _roomy_layer()
@@ -87,13 +98,16 @@ class PromptCache:
                 first = held[0][part]
                 buffer = first.new_empty((len(rows), first.shape[1], width + max(room, 1), first.shape[3]))
                 for at, pair in enumerate(held):
-                    pad = width - pair[part].shape[2]
-                    buffer[at, :, :pad] = 0  # masked, but a value of 0 times garbage could still be NaN
-                    buffer[at, :, pad:width] = pair[part][0]
+                    own = pair[part][0, :, shared:]
+                    buffer[at, :, : width - own.shape[1]] = 0  # masked, but 0 times garbage could still be NaN
+                    buffer[at, :, width - own.shape[1] : width] = own
                 buffers.append(buffer)
             layer.room = tuple(buffers)
             layer.keys, layer.values = buffers[0][:, :, :width], buffers[1][:, :, :width]
-        return cache
+            if shared:
+                layer.prefix = (held[0][0][:, :, :shared], held[0][1][:, :, :shared])
+        device = self.model.device
+        return torch.tensor(ids, device=device), torch.tensor(mask, device=device), cache
 
     def _keep(self, key: tuple[int, ...], tokens: Any, layers: list[tuple[Any, Any]]) -> None:
         if not self.budget:
@@ -116,6 +130,12 @@ def _roomy_layer() -> type:
         from transformers.cache_utils import DynamicLayer
 
         class RoomyLayer(DynamicLayer):
+            prefix: tuple[Any, Any] | None = None
+            """Keys and values ``[1, kv heads, tokens, head dim]`` every row shares, ahead of its own."""
+
+            def get_seq_length(self) -> int:
+                return super().get_seq_length() + (0 if self.prefix is None else self.prefix[0].shape[-2])
+
             def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
                 if not self.is_initialized:
                     self.lazy_initialization(key_states, value_states)
@@ -132,6 +152,8 @@ def _roomy_layer() -> type:
                 room[0][..., held:total, :] = key_states
                 room[1][..., held:total, :] = value_states
                 self.keys, self.values = room[0][..., :total, :], room[1][..., :total, :]
+                if self.prefix is not None:
+                    self.keys.shared_prefix = self.prefix  # the attention reads it (cpu_generation.grouped_attention)
                 return self.keys, self.values
 
         _ROOMY = RoomyLayer
@@ -139,3 +161,12 @@ def _roomy_layer() -> type:
 
 
 _ROOMY: type | None = None
+
+
+def _common_length(prompts: list[list[int]]) -> int:
+    """Tokens every one of ``prompts`` starts with."""
+    shortest = min(prompts, key=len)
+    for at, token in enumerate(shortest):
+        if any(prompt[at] != token for prompt in prompts):
+            return at
+    return len(shortest)

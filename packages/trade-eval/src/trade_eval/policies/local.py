@@ -16,7 +16,7 @@ is read alone (in a model of attention layers only: causal attention, no mask) a
 joined cache, so batching saves decode steps, not prompt reading, and a batch runs as long as its longest reply.
 A prompt is read from the longest prefix it shares with a recent one (:mod:`trade_core.prompt_cache`: the system
 prompt every day shares, a task's other samples, the day's earlier turns), within ``--set prompt_cache_mb=N`` of
-memory (default 2048; 0 reads every prompt whole).
+memory (default 4096; 0 reads every prompt whole).
 
 What batching keeps: a batch of one is the unbatched generation, token for token. In a batch, each row samples
 from its own generator seeded by its request (one uniform a token, by inverse CDF: :mod:`trade_core.cpu_generation`),
@@ -194,19 +194,22 @@ class LocalModel:
             )["input_ids"]
             for request in requests
         ]
-        width = max(len(prompt) for prompt in prompts)
-        ids = torch.tensor([[self.pad] * (width - len(prompt)) + prompt for prompt in prompts], device=self.device)
-        mask = torch.tensor([[0] * (width - len(prompt)) + [1] * len(prompt) for prompt in prompts], device=self.device)
         generators = [torch.Generator().manual_seed(request["seed"]) for request in requests]
         started = time.perf_counter()  # the generation's own time, not the wait for a batch
+        sampling = self._sampling(requests[0])
         with torch.inference_mode(), fast_cpu_sampling(threads=None, generators=generators):
-            joined = self._attention_only and (len(prompts) > 1 or self.prompts.budget)
-            cache = self.prompts.joined(prompts) if joined else None
-            sampling = self._sampling(requests[0])
+            if self._attention_only and (len(prompts) > 1 or self.prompts.budget):
+                ids, mask, cache = self.prompts.joined(prompts, self.pad, room=sampling["max_new_tokens"])
+            else:
+                width = max(len(prompt) for prompt in prompts)
+                ids = torch.tensor([[self.pad] * (width - len(p)) + p for p in prompts], device=self.device)
+                mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+                cache = None
             output = self.model.generate(
                 input_ids=ids, attention_mask=mask, past_key_values=cache, pad_token_id=self.pad, **sampling
             )
         seconds = time.perf_counter() - started
+        width = ids.shape[1]
         return [
             self._reply(request, output[row, width:].tolist(), len(prompt), day, seconds, len(requests))
             for row, (request, prompt, day) in enumerate(zip(requests, prompts, days, strict=True))

@@ -52,6 +52,7 @@ class Row:
     """One rollout being played: its day, every token of it so far, and which of them the model wrote."""
 
     day: TradingDay
+    tools: list[dict[str, Any]]
     ids: list[int]
     prompt: int
     """Tokens of the first prompt, shared by the group."""
@@ -63,8 +64,9 @@ class Row:
 
 
 class GroupPlayer:
-    """Plays a group of rollouts of one task with one model: the replies sampled together, the prompts read on
-    from the prompt cache, each reply played on its row's day."""
+    """Plays a step's groups of rollouts with one model: every open row's replies sampled together (the batch's
+    shared opening attended to once), the prompts read on from the prompt cache, each reply played on its row's
+    day."""
 
     def __init__(self, model: Any, tokenizer: Any, fmt: str, grpo: GRPOSettings, cache: PromptCache) -> None:
         self.model, self.tokenizer, self.format, self.grpo, self.cache = model, tokenizer, fmt, grpo, cache
@@ -72,19 +74,23 @@ class GroupPlayer:
         self.stops = set(model.generation_config.eos_token_id or [tokenizer.eos_token_id])
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
-    def play(self, episodes: list[Episode], prompt: list[dict[str, Any]], seed: int) -> list[Row]:
-        tools = episodes[0].tool_schemas()
-        first = self._ids(prompt, tools)
-        rows = [Row(TradingDay(episode, prompt=prompt), list(first), len(first)) for episode in episodes]
-        generators = [_generator(seed, row) for row in range(len(rows))]
+    def play(self, groups: list[tuple[list[Episode], list[dict[str, Any]], int]]) -> list[list[Row]]:
+        """Each group (its episodes, their first prompt, its seed) played to the end of every row's day."""
+        played, generators = [], []
+        for episodes, prompt, seed in groups:
+            tools = episodes[0].tool_schemas()
+            first = self._ids(prompt, tools)
+            played.append([Row(TradingDay(e, prompt=prompt), tools, list(first), len(first)) for e in episodes])
+            generators += [_generator(seed, row) for row in range(len(episodes))]
+        rows = [row for group in played for row in group]
         cap = self.grpo.max_reply_tokens or self.grpo.max_completion_length
         while open_rows := [i for i, row in enumerate(rows) if row.day.is_open]:
             room = [self.grpo.max_completion_length - rows[i].completion for i in open_rows]
             new = min(max(room), cap)
             replies = self._sample([rows[i].ids for i in open_rows], new, [generators[i] for i in open_rows])
             for i, reply, left in zip(open_rows, replies, room, strict=True):
-                self._advance(rows[i], reply[:left], left, cap if left > cap else left, tools)
-        return rows
+                self._advance(rows[i], reply[:left], left, cap if left > cap else left)
+        return played
 
     def _ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
         rendered = self.tokenizer.apply_chat_template(
@@ -96,15 +102,13 @@ class GroupPlayer:
         """Each prompt's sampled reply (up to its first end of turn, else ``new`` tokens)."""
         import torch
 
-        width = max(len(p) for p in prompts)
-        ids = torch.tensor([[self.pad] * (width - len(p)) + p for p in prompts])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         g = self.grpo
         with torch.no_grad(), fast_cpu_sampling(threads=None, generators=generators):
+            ids, mask, cache = self.cache.joined(prompts, self.pad, room=new)
             output = self.model.generate(
                 input_ids=ids,
                 attention_mask=mask,
-                past_key_values=self.cache.joined(prompts),
+                past_key_values=cache,
                 pad_token_id=self.pad,
                 do_sample=True,
                 temperature=g.temperature,
@@ -113,19 +117,19 @@ class GroupPlayer:
                 max_new_tokens=new,
             )
         replies = []
-        for row in output[:, width:].tolist():
+        for row in output[:, ids.shape[1] :].tolist():
             end = next((i for i, token in enumerate(row) if token in self.stops), None)
             replies.append(row if end is None else row[: end + 1])
         return replies
 
-    def _advance(self, row: Row, reply: list[int], room: int, budget: int, tools: list[dict[str, Any]]) -> None:
+    def _advance(self, row: Row, reply: list[int], room: int, budget: int) -> None:
         """Play one reply on the row's day; the tool texts it got become the row's next tokens. A reply cut before
         its end of turn ends the day on ``budget`` (the reply's cap, or what the rollout had left)."""
         row.written += range(len(row.ids), len(row.ids) + len(reply))
         row.ids += reply
         day = row.day
         ended = bool(reply) and reply[-1] in self.stops
-        parsed = parse_reply(self.tokenizer.decode(reply, skip_special_tokens=True), self.format, tools)
+        parsed = parse_reply(self.tokenizer.decode(reply, skip_special_tokens=True), self.format, row.tools)
         content = (
             parsed.content if parsed.reasoning is None else f"<think>\n{parsed.reasoning}\n</think>\n\n{parsed.content}"
         )
@@ -216,14 +220,21 @@ def train(config: RunConfig) -> Path:
         chosen, order = order[:tasks_per_step], order[tasks_per_step:]
         model.eval()
         player.cache = PromptCache(model)  # the weights moved: what was read before is stale
+        played = player.play(
+            [
+                (
+                    [Episode.start(record.task, store, settings=settings) for _ in range(grpo.num_generations)],
+                    record.prompt,
+                    zlib.crc32(f"{grpo.seed}/{step}/{number}".encode()),
+                )
+                for number, record in enumerate(chosen)
+            ]
+        )
         groups = []
-        for number, record in enumerate(chosen):
-            episodes = [Episode.start(record.task, store, settings=settings) for _ in range(grpo.num_generations)]
-            rows = player.play(episodes, record.prompt, zlib.crc32(f"{grpo.seed}/{step}/{number}".encode()))
+        for number, (record, rows) in enumerate(zip(chosen, played, strict=True)):
             truth = record.ground_truth.model_dump_json()
-            rollouts = [_rollout(row, truth, config.reward, f"{step}/{number}") for row in rows]
-            groups.append((rows, rollouts))
-        played = time.perf_counter() - began
+            groups.append((rows, [_rollout(row, truth, config.reward, f"{step}/{number}") for row in rows]))
+        rollout_seconds = time.perf_counter() - began
         tokens = sum(len(row.written) for rows, _ in groups for row in rows) or 1
         optimizer.zero_grad(set_to_none=True)
         loss = 0.0
@@ -241,7 +252,7 @@ def train(config: RunConfig) -> Path:
             f"{SOURCE}/loss": loss,
             f"{SOURCE}/grad_norm": norm,
             f"{SOURCE}/learning_rate": rate,
-            f"{SOURCE}/rollout_seconds": played,
+            f"{SOURCE}/rollout_seconds": rollout_seconds,
             f"{SOURCE}/step_seconds": time.perf_counter() - began,
             f"{SOURCE}/prompt_tokens_read": float(player.cache.read_tokens),
             f"{SOURCE}/prompt_tokens_cached": float(player.cache.given_tokens),

@@ -193,7 +193,7 @@ def _local(ctx: Context, side: str, store: MarketStore) -> tuple[str, Any]:
             temperature=s.temperature,
             max_tokens=s.max_tokens,
             seed=s.seed,
-            options={"device": "cuda" if s.device == "gpu" else "cpu"},
+            options={"device": "cuda" if s.device == "gpu" else "cpu", "batch": s.recipe.eval_batch},
         )
         return "local", (POLICIES.get("local"), settings)
     policy = POLICIES.get(side)

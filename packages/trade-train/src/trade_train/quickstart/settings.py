@@ -31,6 +31,10 @@ class Recipe(BaseModel):
     trainer: str
     stop_with_orders: bool
     """The demonstrations' buy and stop are one reply (a day of two replies), not two."""
+    eval_batch: int
+    """Replies the evaluated models generate together (``--set batch``): on CPU a pretrained base's decode step
+    costs its weights' reading whatever the rows, so more rows a step is more tokens a second (docs/benchmarks.md,
+    "Prompt cache")."""
 
 
 RECIPES = {
@@ -42,6 +46,7 @@ RECIPES = {
         prompt_set="compact",
         trainer="trl-grpo",
         stop_with_orders=False,
+        eval_batch=16,
     ),
     "pretrained": Recipe(
         sft_steps=60,
@@ -51,6 +56,7 @@ RECIPES = {
         prompt_set="compact-en",
         trainer="prefix-grpo",
         stop_with_orders=True,
+        eval_batch=32,
     ),
 }
 """Per kind of model: the tiny one learns the format from scratch one demonstration a step at a high rate and
