@@ -175,3 +175,40 @@ def test_the_baselines_are_named_with_what_their_policies_do() -> None:
     words = dict(baseline_words(summaries))
     assert list(words) == ["hold", "oracle-signal"]
     assert words["hold"] == POLICIES.get("hold").description and "buy the pool in equal weights" in words["hold"]
+
+
+@pytest.mark.parametrize(("signal", "strong"), [("KMID:0.6", True), ("KMID:0.3", False), ("none", False)])
+def test_a_stronger_edge_than_the_default_is_called_a_sanity_check_in_the_first_line(
+    signal: str, strong: bool
+) -> None:
+    from trade_train.quickstart.report import edge_words
+    from trade_train.quickstart.settings import QuickstartSettings
+
+    words = edge_words(QuickstartSettings(signal=signal))
+    assert (words is not None) == strong
+    if strong:
+        assert "sanity check with a strong planted edge" in words and "0.6" in words and "0.3" in words
+
+
+def test_the_realised_ic_of_a_planted_signal_is_measured_on_the_held_out_pools(tmp_path: Path) -> None:
+    """On the quickstart's market, a planted KMID ranks the next day's returns; without a plant it does not."""
+    from trade_data.signals import PlantedSignal
+    from trade_data.store import MarketStore
+    from trade_data.synth import write_synthetic_market
+    from trade_reward.taskbuilder import build_tasks
+    from trade_reward.taskfolder import read_records
+    from trade_train.quickstart.learning import realised_ic
+    from trade_train.quickstart.pipeline import split_spec
+    from trade_train.quickstart.settings import SYNTH_END, SYNTH_START
+
+    measured = {}
+    for name, signal in (("planted", PlantedSignal.parse("KMID:0.6")), ("plain", None)):
+        data = write_synthetic_market(tmp_path / name, 16, SYNTH_START, SYNTH_END, seed=0, signal=signal)
+        store = MarketStore.load(data)
+        build_tasks(data, tmp_path / f"{name}-tasks", split=split_spec(store, 40), pool_size="8", seed=0)
+        records = read_records(tmp_path / f"{name}-tasks", "test")
+        measured[name] = realised_ic(store, records, "KMID")
+    planted, plain = measured["planted"], measured["plain"]
+    assert planted is not None and plain is not None and planted.tasks == plain.tasks >= 40
+    assert planted.interval is not None and planted.interval[0] > 0.2  # near its target: the edge is there
+    assert plain.interval is not None and plain.interval[0] < 0 < plain.interval[1]  # no edge to find

@@ -67,7 +67,9 @@ class PromptCache:
         self._keep(key, tokens, layers)
         return layers
 
-    def joined(self, prompts: list[list[int]], pad: int, room: int = 256) -> tuple[Any, Any, Any]:
+    def joined(
+        self, prompts: list[list[int]], pad: int, room: int = 256, share_opening: bool = True
+    ) -> tuple[Any, Any, Any]:
         """``generate``'s ``input_ids``, ``attention_mask`` and ``past_key_values`` for a batch of ``prompts``:
         the cache holds every prompt but its last token, with ``room`` tokens to decode into before it must grow.
 
@@ -76,7 +78,7 @@ class PromptCache:
         writes on in. Under :data:`~trade_core.cpu_generation.GQA_ATTENTION`, the opening all the prompts share (a
         day's system prompt and tool schemas, a task's first prompt for its samples) is held once, ahead of the
         padding, and a decode step reads it once for every row instead of once a row (docs/benchmarks.md,
-        "Prompt cache"); other attention gets each row whole, left-padded."""
+        "Prompt cache"); other attention, or ``share_opening=False``, gets each row whole, left-padded."""
         import torch
         from transformers import DynamicCache
 
@@ -84,7 +86,8 @@ class PromptCache:
 
         rows = [self.layers(prompt[:-1]) for prompt in prompts]
         shared = 0
-        if len(prompts) > 1 and getattr(self.model.config, "_attn_implementation", None) == GQA_ATTENTION:
+        ours = getattr(self.model.config, "_attn_implementation", None) == GQA_ATTENTION
+        if share_opening and ours and len(prompts) > 1:
             shared = _common_length([prompt[:-1] for prompt in prompts])
         width = max(len(prompt) for prompt in prompts) - 1 - shared  # of each row's own part
         ids = [prompt[:shared] + [pad] * (width + shared + 1 - len(prompt)) + prompt[shared:] for prompt in prompts]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
+from trade_data.store import MarketStore
 from trade_records.metrics import TRL_CLIPPED, MetricsLine
 from trade_records.runfolder import TasksSummary
 from trade_reward.schemes import FAILURES
+from trade_reward.taskfolder import TaskRecord
 
 Figure = Callable[[MetricsLine], "float | None"]
 """One per-step figure read from a metrics line (None where the step has none)."""
@@ -124,3 +126,38 @@ def step_chart(steps: list[MetricsLine]) -> bytes:
 def chance_share(pools: list[int]) -> float | None:
     """The exploit share of a buyer picking a pool stock at random: the mean of 1 / pool size."""
     return statistics.fmean(1 / size for size in pools) if pools else None
+
+
+class RealisedIC(NamedTuple):
+    """The planted signal's rank correlation with the next day's return across a task's pool, over the tasks."""
+
+    mean: float
+    interval: tuple[float, float] | None
+    """95% percentile interval of the mean, tasks resampled (None from fewer than two tasks)."""
+    tasks: int
+
+
+def realised_ic(store: MarketStore, records: Sequence[TaskRecord], signal: str) -> RealisedIC | None:
+    """Each task's Spearman correlation, across its pool, of ``signal`` at T0 (as ``compute_alpha_factor`` ranks
+    it) with the T+1 return of the task's ground truth; the mean over the tasks with three or more ranked stocks."""
+    from trade_tools.episode import Episode
+    from trade_tools.exploit import signal_ranking
+
+    ics = []
+    for record in records:
+        growth = record.ground_truth.growth
+        ranked = signal_ranking(Episode.start(record.task, store).view, signal, record.task.pool)
+        ranked = [s for s in ranked if s in growth and np.isfinite(growth[s][0])]
+        if len(ranked) < 3:
+            continue
+        by_signal = -np.arange(len(ranked), dtype=float)  # the ranking is high to low
+        by_return = np.argsort(np.argsort([growth[s][0] for s in ranked])).astype(float)
+        ics.append(float(np.corrcoef(by_signal, by_return)[0, 1]))
+    if not ics:
+        return None
+    values = np.array(ics)
+    if len(values) < 2:
+        return RealisedIC(float(values.mean()), None, 1)
+    picks = np.random.default_rng(0).integers(0, len(values), size=(RESAMPLES, len(values)))
+    low, high = np.percentile(values[picks].mean(axis=1), [2.5, 97.5])
+    return RealisedIC(float(values.mean()), (float(low), float(high)), len(values))

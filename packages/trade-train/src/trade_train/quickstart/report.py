@@ -18,6 +18,7 @@ from trade_train.quickstart.learning import (
     failure_rate,
     failure_share,
     halves,
+    realised_ic,
     reward,
     step_chart,
 )
@@ -229,6 +230,37 @@ def backtest_rows(summaries: dict[str, BacktestSummary]) -> BacktestSummary:
     return BacktestSummary(conventions=trained.conventions, rows=rows, nav={})
 
 
+def edge_words(settings: QuickstartSettings) -> str | None:
+    """The report's first line where the planted edge is stronger than the default one: a sanity check."""
+    from trade_data.signals import PlantedSignal
+
+    default = PlantedSignal.parse(QuickstartSettings.model_fields["signal"].default)
+    if settings.planted is None or (planted := PlantedSignal.parse(settings.planted)).ic <= default.ic:
+        return None
+    return (
+        f"**A sanity check with a strong planted edge**: {planted.name} is planted at rank IC {planted.ic:g}, "
+        f"above the default {default.ic:g} (`--signal {default.name}:{default.ic:g}`), so that learning shows in "
+        "a short run."
+    )
+
+
+def signal_words(store: Any, records: list[Any], planted: str | None) -> str:
+    """The planted signal's realised rank IC on the held-out tasks (what the oracle's edge comes from)."""
+    from trade_data.signals import PlantedSignal
+
+    if planted is None:
+        return ""
+    signal = PlantedSignal.parse(planted)
+    measured = realised_ic(store, records, signal.name)
+    if measured is None:
+        return ""
+    return (
+        f"On these {measured.tasks} held-out tasks the planted {signal.name} (target IC {signal.ic:g}) had a rank IC "
+        f"of {_ranged(measured.mean, measured.interval, '+.2f')} with the next day's return across each pool "
+        "(mean over tasks [95% interval, tasks resampled])."
+    )
+
+
 def model_words(settings: QuickstartSettings) -> str:
     """What the model was, for the report's first paragraph."""
     from trade_train.pretrained import BASES
@@ -243,6 +275,7 @@ def model_words(settings: QuickstartSettings) -> str:
 
 
 def write_reports(ctx: Context) -> dict[str, Any]:
+    from trade_data.store import MarketStore
     from trade_eval.metrics import table_lines
     from trade_eval.report.page import write_report
     from trade_eval.report.runs import load_run
@@ -261,11 +294,13 @@ def write_reports(ctx: Context) -> dict[str, Any]:
     backtests = [ctx.out / "backtest" / side for side in SIDES]
     page = write_report([load_run(path) for path in backtests], ctx.out / PAGE)
     verdict = compared["verdicts"][0]
+    planted = signal_words(MarketStore.load(results["market"]["data"]), test, s.planted)
     trained = summaries["trained"]
     samples = trained.episodes // max(1, summaries["hold"].episodes) if "hold" in summaries else s.samples
     lines = [
         "# trade quickstart",
         "",
+        *([edge, ""] if (edge := edge_words(s)) else []),
         f"Data: {results['market']['description']} ({results['market']['data']}); tasks {tasks['split']} "
         f"({tasks['counts']['train']} train, {tasks['counts']['test']} held-out test), tools {s.tools}, prompt set "
         f"{recipe.prompt_set}; seed {s.seed}. {model_words(s)}, fine-tuned {recipe.sft_steps} steps of "
@@ -306,7 +341,7 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         *([warning, ""] if (warning := flat_steps(steps)) else []),
         "## What it learned",
         "",
-        lessons(steps, summaries, verdict, s.reward, chance),
+        " ".join(filter(None, [lessons(steps, summaries, verdict, s.reward, chance), planted])),
         "",
         f"## Backtest of the held-out days ({PAGE})",
         "",
