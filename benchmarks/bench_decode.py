@@ -106,20 +106,12 @@ def main() -> None:
                 "yes" if same else "no",
             ]
         )
-    header = [
-        "rows",
-        "layout",
-        "cold join s",
-        "warm join s",
-        "cold s a step",
-        "warm s a step",
-        "warm tokens/s",
-        "same tokens",
-    ]
-    print(common.machine())
-    print(common.markdown(header, rows))
-    if args.write:
-        args.write.write_text(common.markdown(header, rows) + "\n")
+    columns = ["rows", "layout", "cold join s", "warm join s", "cold s/step", "warm s/step", "warm tokens/s", "same"]
+    header = (
+        f"{common.machine()}; {args.opening} shared + {args.own[0]}-{args.own[1]} own prompt tokens a row, "
+        f"{args.steps} greedy decode steps, {args.rounds} rounds"
+    )
+    common.report(header, columns, rows, args.write)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """`trade eval tasks` with the local policy on CPU: the tiny Qwen3 taught the tool-call format playing --tasks
 episodes of a synthetic market's tasks (the compact prompt set, pools of 5-10), all in flight at once, with
 --set batch=1 (one generation a reply), 4 and 16, each with the prompt cache on and off (--set prompt_cache_mb:
-2048 and 0). Episodes per second and seconds per reply (the run's wall time over the replies it generated), the
-first run of each setting (cold: the model loaded, torch's first calls) apart from the later ones (warm, their
-median), the settings interleaved run by run so a busy moment of the machine falls on all of them.
+4096, the default, and 0). Episodes per second and seconds per reply (the run's wall time over the replies it
+generated), the first run of each setting (cold: the model loaded, torch's first calls) apart from the later ones
+(warm, their median), the settings interleaved run by run so a busy moment of the machine falls on all of them.
 
     python benchmarks/bench_local_batch.py [--model DIR | --sft-steps 400] [--tasks 16] [--rounds 3] [--max-tokens 64]
-        [--batch 1 4 16] [--prompt-cache-mb 2048 0] [--prompt-set compact]
+        [--batch 1 4 16] [--prompt-cache-mb 4096 0] [--prompt-set compact]
 
 Without --model, the tiny model is built and taught here first (as `trade model tiny --sft-steps 400`: minutes;
 --sft-steps 0 leaves it untaught, replies of --max-tokens text without calls).
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--rounds", type=int, default=3, help="runs of each batch size (the first is cold)")
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--prompt-cache-mb", type=int, nargs="+", default=[2048, 0], help="0: no prompt cache")
+    parser.add_argument("--prompt-cache-mb", type=int, nargs="+", default=[4096, 0], help="0: no prompt cache")
     parser.add_argument("--prompt-set", default="compact", help="compact-en for an English base")
     args = parser.parse_args()
 

@@ -34,7 +34,10 @@ NO_TORCH = any(importlib.util.find_spec(m) is None for m in ("torch", "transform
         ("bench_tables.py", [], "| dataset |", 1),
         pytest.param(
             "bench_local_batch.py",
-            ["--sft-steps", "0", "--tasks", "2", "--batch", "1", "2", "--rounds", "1", "--max-tokens", "4"],
+            [
+                *("--sft-steps", "0", "--tasks", "2", "--batch", "1", "2", "--rounds", "1", "--max-tokens", "4"),
+                *("--prompt-cache-mb", "4096"),
+            ],
             "| batch |",
             2,
             marks=pytest.mark.skipif(NO_TORCH, reason="needs torch, transformers, trade-train[tiny]"),

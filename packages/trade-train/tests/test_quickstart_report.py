@@ -178,9 +178,7 @@ def test_the_baselines_are_named_with_what_their_policies_do() -> None:
 
 
 @pytest.mark.parametrize(("signal", "strong"), [("KMID:0.6", True), ("KMID:0.3", False), ("none", False)])
-def test_a_stronger_edge_than_the_default_is_called_a_sanity_check_in_the_first_line(
-    signal: str, strong: bool
-) -> None:
+def test_a_stronger_edge_than_the_default_is_called_a_sanity_check_in_the_first_line(signal: str, strong: bool) -> None:
     from trade_train.quickstart.report import edge_words
     from trade_train.quickstart.settings import QuickstartSettings
 

@@ -62,7 +62,7 @@ def tasks(ctx: Context) -> dict[str, Any]:
     from trade_reward.taskbuilder import build_tasks
 
     data = Path(ctx.results["market"]["data"])
-    spec = split_spec(MarketStore.load(data), ctx.settings.days)
+    spec = split_spec(MarketStore.load(data), ctx.settings.recipe.days)
     summary = build_tasks(
         data,
         ctx.folder("tasks"),
@@ -117,7 +117,9 @@ def model(ctx: Context) -> dict[str, Any]:
             from trade_train.tiny.sft import tune_on
 
             build_tiny_model(folder, seed=s.seed, layers=s.model_layers, hidden=s.model_hidden)
-            report = tune_on(folder, demos, recipe.sft_steps, seed=s.seed, progress=advance)
+            report = tune_on(
+                folder, demos, recipe.sft_steps, learning_rate=recipe.sft_learning_rate, seed=s.seed, progress=advance
+            )
         else:
             from trade_train.pretrained import BASES, build_base
             from trade_train.pretrained.sft import tune
@@ -131,6 +133,7 @@ def model(ctx: Context) -> dict[str, Any]:
                 demos,
                 recipe.sft_steps,
                 batch=recipe.sft_batch,
+                learning_rate=recipe.sft_learning_rate,
                 train_layers=recipe.train_layers,
                 seed=s.seed,
                 progress=advance,
@@ -167,7 +170,7 @@ def grpo(ctx: Context) -> dict[str, Any]:
             num_generations=s.group,
             batch_size=s.group * s.tasks_per_step,
             temperature=s.temperature,
-            max_completion_length=s.rollout_tokens,
+            max_completion_length=recipe.rollout_tokens,
             max_reply_tokens=s.max_tokens if recipe.trainer == "prefix-grpo" else None,
             learning_rate=recipe.learning_rate,
             lr_scheduler="constant",

@@ -329,8 +329,8 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         "",
         *learning_table(steps),
         "",
-        f"Truncated: rollouts our scoring ended on the token budget ({s.rollout_tokens} tokens of replies and tool "
-        "texts)"
+        f"Truncated: rollouts our scoring ended on the token budget ({recipe.rollout_tokens} tokens of replies and "
+        "tool texts)"
         + (
             "; clipped (TRL): rollouts TRL saw end without an end-of-turn token, which also counts a day that "
             "stopped before the cut or ended on a reply without a call."

@@ -23,14 +23,17 @@ class Recipe(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    days: int
     sft_steps: int
     sft_batch: int
+    sft_learning_rate: float
     learning_rate: float
     train_layers: int
     prompt_set: str
     trainer: str
     stop_with_orders: bool
     """The demonstrations' buy and stop are one reply (a day of two replies), not two."""
+    rollout_tokens: int
     eval_batch: int
     """Replies the evaluated models generate together (``--set batch``): on CPU a pretrained base's decode step
     costs its weights' reading whatever the rows, so more rows a step is more tokens a second (docs/benchmarks.md,
@@ -39,23 +42,29 @@ class Recipe(BaseModel):
 
 RECIPES = {
     "tiny": Recipe(
+        days=20,
         sft_steps=600,
         sft_batch=1,
+        sft_learning_rate=1e-2,
         learning_rate=1e-3,
         train_layers=0,
         prompt_set="compact",
         trainer="trl-grpo",
         stop_with_orders=False,
+        rollout_tokens=1536,
         eval_batch=16,
     ),
     "pretrained": Recipe(
-        sft_steps=60,
+        days=40,
+        sft_steps=10,
         sft_batch=8,
+        sft_learning_rate=5e-4,
         learning_rate=5e-5,
         train_layers=8,
         prompt_set="compact-en",
         trainer="prefix-grpo",
         stop_with_orders=True,
+        rollout_tokens=640,
         eval_batch=32,
     ),
 }
@@ -89,13 +98,18 @@ class QuickstartSettings(BaseModel):
     seed: int = Field(
         0, ge=0, description="seed of the market, tasks, weights and sampling: the same seed, the same numbers"
     )
-    days: int = Field(20, ge=2, description="held-out test days evaluated and backtested")
+    days: int | None = Field(
+        None, ge=2, description="held-out test days evaluated and backtested (tiny 20, a pretrained model 40)"
+    )
     samples: int = Field(4, ge=1, description="samples of each held-out task per model")
     sft_steps: int | None = Field(
-        None, ge=1, description="fine-tuning steps on the demonstrations (600 for tiny, 60 for a pretrained model)"
+        None, ge=1, description="fine-tuning steps on the demonstrations (600 for tiny, 10 for a pretrained model)"
     )
     sft_batch: int | None = Field(
         None, ge=1, description="demonstrations per fine-tuning step (1 for tiny, 8 for a pretrained model)"
+    )
+    sft_learning_rate: float | None = Field(
+        None, gt=0, description="the fine-tune's peak step size (1e-2 for tiny, 5e-4 for a pretrained model)"
     )
     demonstrations: int = Field(189, ge=1, description="training days played as demonstrations for the fine-tune")
     group: int = Field(8, ge=2, description="rollouts per GRPO task")
@@ -113,8 +127,11 @@ class QuickstartSettings(BaseModel):
         description="decoder layers GRPO and a pretrained model's fine-tune train, from the top (0: all; tiny 0, "
         "pretrained 8)",
     )
-    rollout_tokens: int = Field(
-        1536, ge=64, description="tokens of a GRPO rollout, replies and tool texts together: room for a day's calls"
+    rollout_tokens: int | None = Field(
+        None,
+        ge=64,
+        description="tokens of a GRPO rollout, replies and tool texts together (tiny 1536; pretrained 640, a "
+        "two-reply day is ~360): a day that rambles is cut there",
     )
     reward: str = Field("continuous", description="reward scheme of GRPO and of the held-out evaluation")
     trainer: Literal["trl-grpo", "prefix-grpo"] | None = Field(

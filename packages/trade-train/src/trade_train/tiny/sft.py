@@ -56,6 +56,7 @@ def tune_on(
     demos: Sequence[Demonstration],
     steps: int,
     *,
+    learning_rate: float = 1e-2,
     seed: int = 0,
     started: float | None = None,
     progress: Callable[[int, float], None] | None = None,
@@ -85,7 +86,7 @@ def tune_on(
     model.train()
     # A high rate with a short second-moment memory: the format is learned from scratch in a few hundred steps
     # (with beta2=0.999 about half of the later calls stayed malformed on some seeds).
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 0.95), weight_decay=0.0)
     warmup = max(1, steps // 20)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / steps))
