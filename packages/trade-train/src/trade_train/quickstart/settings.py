@@ -79,7 +79,7 @@ TRAINERS = ("trl-grpo", "prefix-grpo")
 class QuickstartSettings(BaseModel):
     """The flags a run was started with; a rerun with other values is refused (``quickstart.json``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     data: Path | None = Field(None, description="a dataset folder; None: the synthetic market")
     model: str = Field(
