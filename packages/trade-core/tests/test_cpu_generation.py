@@ -1,4 +1,5 @@
-"""The CPU sampler draws what torch.multinomial draws, and fast_cpu_sampling leaves torch as it found it.
+"""The CPU sampler draws what torch.multinomial draws, fast_cpu_sampling leaves torch as it found it, and the
+precision a model computes in on CPU is the one asked for (auto: what oneDNN says the CPU multiplies).
 
 Needs torch (the trl, verl and eval tox environments have it; py311 has not: skipped there).
 """
@@ -9,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trade_core.cpu_generation import fast_cpu_sampling, inverse_cdf_sample  # noqa: E402
+from trade_core.cpu_generation import autocast, cpu_precision, fast_cpu_sampling, inverse_cdf_sample  # noqa: E402
 
 WEIGHTS = [0.0, 0.30, 0.05, 0.0, 0.25, 0.15, 0.25, 0.0]
 """A small vocabulary with zero-probability entries first, inside and last."""
@@ -147,3 +148,24 @@ def test_fast_cpu_sampling_restores_torch_after_an_error() -> None:
     with pytest.raises(RuntimeError, match="generation failed"), fast_cpu_sampling(threads=1):
         raise RuntimeError("generation failed")
     assert torch.multinomial is original and torch.get_num_threads() == 2
+
+
+def test_auto_precision_is_bfloat16_exactly_where_onednn_has_bf16_kernels() -> None:
+    native = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert cpu_precision() == ("bfloat16" if native else "float32")
+    assert cpu_precision("float32") == "float32" and cpu_precision("bfloat16") == "bfloat16"
+    with pytest.raises(ValueError, match="precision 'float16' is not one of auto, float32, bfloat16"):
+        cpu_precision("float16")
+
+
+def test_bfloat16_autocast_multiplies_in_bf16_and_leaves_the_weights_float32() -> None:
+    weight = torch.nn.Parameter(torch.randn(8, 8))
+    x = torch.randn(4, 8)
+    with autocast("bfloat16"):
+        product = x @ weight
+    with autocast("float32"):
+        exact = x @ weight
+    assert product.dtype == torch.bfloat16 and exact.dtype == torch.float32
+    product.float().sum().backward()
+    assert weight.dtype == weight.grad.dtype == torch.float32
+    torch.testing.assert_close(product.float(), exact, rtol=0.02, atol=0.05)  # bf16 keeps 8 bits of mantissa

@@ -53,8 +53,9 @@ def test_the_opening_read_once_gives_each_row_read_whole(tiny_model: Path) -> No
 
 
 @needs_torch
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])  # bf16 products of float32 weights (autocast)
 def test_a_group_holds_the_tokens_its_days_were_played_with(
-    tiny_model: Path, tasks: Path, sample_dataset: Path
+    tiny_model: Path, tasks: Path, sample_dataset: Path, precision: str
 ) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -69,7 +70,7 @@ def test_a_group_holds_the_tokens_its_days_were_played_with(
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
-    grpo = GRPOSettings(max_completion_length=600, temperature=1.0)
+    grpo = GRPOSettings(max_completion_length=600, temperature=1.0, precision=precision)
     cache = PromptCache(model)
     player = GroupPlayer(model, tokenizer, model_format(tiny_model).tool_calls, grpo, cache)
     records = read_records(tasks, "train")[:2]
@@ -123,6 +124,18 @@ def test_settings_prefix_grpo_cannot_honour_are_one_line(tasks: Path, tmp_path: 
     ]:
         run = run_trade(*base, *args)
         assert run.code == 2 and expected in run.err and len(run.err.strip().splitlines()) == 1, (args, run.err)
+    assert not (tmp_path / "run").exists()
+
+
+def test_settings_only_prefix_grpo_honours_are_refused_by_trl_grpo(tasks: Path, tmp_path: Path) -> None:
+    base = ["train", "--trainer", "trl-grpo", "--model", "Qwen/Qwen3-0.6B", "--tasks", str(tasks), "--dry-run"]
+    base += ["--device", "cpu", "--run-dir", str(tmp_path / "run"), "--"]
+    for override, expected in [
+        ("max_reply_tokens=64", "trl-grpo cannot cap a reply apart from the rollout (max_reply_tokens)"),
+        ("precision=bfloat16", "trl-grpo trains in float32 (precision)"),
+    ]:
+        run = run_trade(*base, override)
+        assert run.code == 2 and expected in run.err and len(run.err.strip().splitlines()) == 1, (override, run.err)
     assert not (tmp_path / "run").exists()
 
 

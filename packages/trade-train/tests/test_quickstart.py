@@ -76,6 +76,7 @@ def test_a_rerun_skips_finished_stages_and_refuses_other_flags(tmp_path: Path) -
         ("--symbols", "2"),
         ("--model", "no-such-model"),
         ("--signal", "FOO:0.3"),
+        ("--precision", "bfloat16"),  # the tiny model's trl-grpo trains in float32
     ],
 )
 def test_a_value_a_setting_refuses_is_one_line_before_anything_runs(tmp_path: Path, flag: tuple[str, str]) -> None:

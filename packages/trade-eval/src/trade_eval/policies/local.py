@@ -6,7 +6,8 @@ template defaults), sampled with the run's temperature, top_p and max_tokens fro
 (greedy at temperature 0), the reasoning and tool calls read from the text by
 :mod:`trade_tools.toolcalls` in the family's format, and the answer played as the ``llm`` policy plays a
 server's. ``--model`` is the model folder; ``--set device=cuda:0`` picks the device (default: the first GPU if
-any, else CPU).
+any, else CPU); on CPU ``--set precision=auto`` loads the weights in bfloat16 where the CPU multiplies it in hardware
+(``bfloat16`` always, ``float32`` the default).
 
 A process loads a model once, and one worker thread generates for it in batches: the requests that arrive while
 a generation runs (the other episodes of a tasks run) wait, and the next generation answers up to ``--set batch=N``
@@ -43,7 +44,7 @@ from typing import Any
 
 import structlog
 
-from trade_core.cpu_generation import fast_cpu_sampling, grouped_attention
+from trade_core.cpu_generation import PRECISIONS, cpu_precision, fast_cpu_sampling, grouped_attention
 from trade_core.errors import TradeError
 from trade_core.prompt_cache import BUDGET_MB, PromptCache
 from trade_eval.policies.llm import chat_request, play_reply
@@ -95,12 +96,19 @@ def _loaded(settings: RunSettings) -> LocalModel:
             f"prompt_cache_mb {memory!r} is not a number of megabytes (0 or more)",
             hint=f"e.g. --set prompt_cache_mb={BUDGET_MB}, or 0 to read every prompt whole",
         )
+    precision = settings.options.get("precision", "float32")
+    if precision not in PRECISIONS:
+        raise TradeError(
+            f"precision {precision!r} is not one of {', '.join(PRECISIONS)}", hint="e.g. --set precision=auto"
+        )
     folder = Path(settings.model).expanduser().resolve()
-    return _load(folder, str(settings.options.get("device", "")), batch, memory)
+    return _load(folder, str(settings.options.get("device", "")), batch, memory, cpu_precision(precision))
 
 
 @functools.cache
-def _load(folder: Path, device: str, batch: int, prompt_cache_mb: int = BUDGET_MB) -> LocalModel:
+def _load(
+    folder: Path, device: str, batch: int, prompt_cache_mb: int = BUDGET_MB, precision: str = "float32"
+) -> LocalModel:
     """One model per folder, device and batch size in a process: loading is seconds, a day's reply much less."""
     fmt = model_format(folder).tool_calls  # before the imports: a wrong folder is the likelier mistake
     missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
@@ -110,18 +118,25 @@ def _load(folder: Path, device: str, batch: int, prompt_cache_mb: int = BUDGET_M
             f"policy 'local' needs {' and '.join(missing)}",
             hint=command if "torch" not in missing else f"{CPU_TORCH} && {command}",  # the extra keeps a torch
         )
-    return LocalModel(folder, fmt, device, batch, prompt_cache_mb)
+    return LocalModel(folder, fmt, device, batch, prompt_cache_mb, precision)
 
 
 class LocalModel:
     """A model folder loaded for generation, answering chat-completion requests as a vLLM server would, in batches."""
 
     def __init__(
-        self, folder: Path, fmt: str, device: str = "", batch: int = BATCH, prompt_cache_mb: int = BUDGET_MB
+        self,
+        folder: Path,
+        fmt: str,
+        device: str = "",
+        batch: int = BATCH,
+        prompt_cache_mb: int = BUDGET_MB,
+        precision: str = "float32",
     ) -> None:
-        """``device``: a torch device; '' picks the first GPU if there is one, else the CPU (in fp32). ``batch``:
-        the most requests one generation answers. ``prompt_cache_mb``: memory for recent prompts' keys and values
-        (0: none)."""
+        """``device``: a torch device; '' picks the first GPU if there is one, else the CPU. ``batch``: the most
+        requests one generation answers. ``prompt_cache_mb``: memory for recent prompts' keys and values (0: none).
+        ``precision``: the weights' type on CPU (bfloat16 only pays where the CPU multiplies it in hardware:
+        :func:`~trade_core.cpu_generation.cpu_precision`); a GPU takes the folder's own."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
         from transformers.cache_utils import DynamicLayer
@@ -130,7 +145,7 @@ class LocalModel:
         self.format = fmt
         self.batch = batch
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
-        dtype = torch.float32 if self.device.type == "cpu" else "auto"  # bf16 matmuls are slow on most CPUs
+        dtype = getattr(torch, precision) if self.device.type == "cpu" else "auto"
         self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(self.device).eval()
         if self.device.type == "cpu":
             grouped_attention(self.model)  # grouped-query keys kept grouped under the batch's padding mask

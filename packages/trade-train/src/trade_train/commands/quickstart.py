@@ -107,12 +107,12 @@ def _settings(**flags: Any) -> QuickstartSettings:
         return QuickstartSettings(**flags)
     except ValidationError as error:
         first = error.errors()[0]
-        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "a flag"
-        given = flags.get(str(first["loc"][0])) if first["loc"] else None
-        given = f"{given:g}" if isinstance(given, float) else given  # as typed: -1, not click's -1.0
-        raise TradeError(
-            f"{flag} {given}: {first['msg'].removeprefix('Value error, ')}", hint="see `trade quickstart --help`"
-        ) from None
+        message = first["msg"].removeprefix("Value error, ")
+        if first["loc"]:  # one flag's value; else flags that do not go together, named by the message
+            given = flags.get(str(first["loc"][0]))
+            given = f"{given:g}" if isinstance(given, float) else given  # as typed: -1, not click's -1.0
+            message = f"--{str(first['loc'][0]).replace('_', '-')} {given}: {message}"
+        raise TradeError(message, hint="see `trade quickstart --help`") from None
 
 
 def _seed_list(text: str) -> list[int]:

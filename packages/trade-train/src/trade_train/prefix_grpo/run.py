@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from trade_core.cpu_generation import fast_cpu_sampling, grouped_attention
+from trade_core.cpu_generation import autocast, fast_cpu_sampling, grouped_attention
 from trade_core.errors import TradeError
 from trade_core.prompt_cache import PromptCache
 from trade_records.metrics import append_metrics
@@ -103,7 +103,7 @@ class GroupPlayer:
         import torch
 
         g = self.grpo
-        with torch.no_grad(), fast_cpu_sampling(threads=None, generators=generators):
+        with torch.no_grad(), autocast(g.precision), fast_cpu_sampling(threads=None, generators=generators):
             ids, mask, cache = self.cache.joined(prompts, self.pad, room=new)
             output = self.model.generate(
                 input_ids=ids,
@@ -175,11 +175,14 @@ def advantages(rewards: list[float]) -> list[float]:
     return [(r - mean) / (std + 1e-4) for r in rewards]
 
 
-def group_loss(model: Any, rows: list[Row], weights: list[float], temperature: float, tokens: int) -> Any:
+def group_loss(
+    model: Any, rows: list[Row], weights: list[float], temperature: float, tokens: int, precision: str = "float32"
+) -> Any:
     """The group's share of the step's loss: minus the advantage-weighted log-likelihood of the tokens each row
     wrote, over the step's ``tokens`` written (the group's shared first prompt read once)."""
     taken = [(row, weight) for row, weight in zip(rows, weights, strict=True) if row.written and weight]
-    chosen = written_logprobs(model, [r.ids for r, _ in taken], [r.written for r, _ in taken], temperature)
+    with autocast(precision):
+        chosen = written_logprobs(model, [r.ids for r, _ in taken], [r.written for r, _ in taken], temperature)
     return -sum(weight * logprobs.sum() for (_, weight), logprobs in zip(taken, chosen, strict=True)) / tokens
 
 
@@ -241,7 +244,7 @@ def train(config: RunConfig) -> Path:
         for rows, rollouts in groups:
             weights = advantages([r.score for r in rollouts])
             if any(w and row.written for w, row in zip(weights, rows, strict=True)):
-                part = group_loss(model, rows, weights, grpo.temperature, tokens)
+                part = group_loss(model, rows, weights, grpo.temperature, tokens, grpo.precision)
                 part.backward()
                 loss += part.item()
         norm = float(torch.nn.utils.clip_grad_norm_(trained, 1.0))

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trade_core.cpu_generation import autocast
 from trade_core.errors import TradeError
 from trade_train.logprobs import written_logprobs
 from trade_train.tiny.scripted import Demonstration
@@ -94,10 +95,12 @@ def tune(
     learning_rate: float = 1e-4,
     train_layers: int = 8,
     seed: int = 0,
+    precision: str = "float32",
     progress: Callable[[int, float], None] | None = None,
 ) -> TuneReport:
     """Fine-tune the model in ``model_dir`` in place: ``steps`` AdamW steps of ``batch`` demonstrations each
-    (cosine schedule after a short warm-up), in float32 on CPU, seeded. ``progress(step, loss)`` after each step."""
+    (cosine schedule after a short warm-up), on CPU with float32 weights and ``precision`` products, seeded.
+    ``progress(step, loss)`` after each step."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.perf_counter()
@@ -120,7 +123,8 @@ def tune(
     for step in range(steps):
         optimizer.zero_grad(set_to_none=True)
         chosen = [examples[int(index)] for index in order[step * batch : (step + 1) * batch]]
-        logprobs = written_logprobs(model, [ids.tolist() for ids, _ in chosen], [w.tolist() for _, w in chosen])
+        with autocast(precision):
+            logprobs = written_logprobs(model, [ids.tolist() for ids, _ in chosen], [w.tolist() for _, w in chosen])
         loss = -sum(row.mean() for row in logprobs) / len(chosen)  # each day's mean over its written tokens
         loss.backward()
         total = loss.item()

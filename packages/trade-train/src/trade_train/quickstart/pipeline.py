@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from trade_core.cpu_generation import cpu_precision
 from trade_core.files import atomic_write
 from trade_data.store import MarketStore
 from trade_train.quickstart.settings import SYNTH_END, SYNTH_START
@@ -36,7 +37,7 @@ def market(ctx: Context) -> dict[str, Any]:
         return {"data": str(s.data.resolve()), "description": dataset_info(s.data).description}
     signal = None if s.planted is None else PlantedSignal.parse(s.planted)
     path = write_synthetic_market(
-        ctx.folder("market"), s.symbols, SYNTH_START, SYNTH_END, seed=s.seed, signal=signal, progress=True
+        ctx.folder("market"), s.recipe.symbols, SYNTH_START, SYNTH_END, seed=s.seed, signal=signal, progress=True
     )
     return {"data": str(path.resolve()), "description": dataset_info(path).description}
 
@@ -136,10 +137,12 @@ def model(ctx: Context) -> dict[str, Any]:
                 learning_rate=recipe.sft_learning_rate,
                 train_layers=recipe.train_layers,
                 seed=s.seed,
+                precision=cpu_precision(recipe.precision),
                 progress=advance,
             )
     return {
         "model": str(folder.resolve()),
+        "precision": cpu_precision(recipe.precision),
         "demonstrations": report.demonstrations,
         "first_loss": report.first_loss,
         "last_loss": report.last_loss,
@@ -175,6 +178,7 @@ def grpo(ctx: Context) -> dict[str, Any]:
             learning_rate=recipe.learning_rate,
             lr_scheduler="constant",
             train_layers=recipe.train_layers,
+            precision=cpu_precision(recipe.precision) if recipe.trainer == "prefix-grpo" else "float32",
             seed=s.seed,
         ),
     )
@@ -196,7 +200,11 @@ def _local(ctx: Context, side: str, store: MarketStore) -> tuple[str, Any]:
             temperature=s.temperature,
             max_tokens=s.max_tokens,
             seed=s.seed,
-            options={"device": "cuda" if s.device == "gpu" else "cpu", "batch": s.recipe.eval_batch},
+            options={
+                "device": "cuda" if s.device == "gpu" else "cpu",
+                "batch": s.recipe.eval_batch,
+                "precision": s.recipe.precision,
+            },
         )
         return "local", (POLICIES.get("local"), settings)
     policy = POLICIES.get(side)

@@ -308,7 +308,8 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         f"{tuned['last_loss']:.2f}), then {s.steps} GRPO steps (`{recipe.trainer}`) of {s.tasks_per_step} tasks x "
         f"{s.group} rollouts at "
         f"temperature {s.temperature:g}, learning rate {recipe.learning_rate:g} (constant), {trained_layers}, "
-        f"reward `{s.reward}`. Evaluation samples at the same temperature, {s.max_tokens} tokens a reply.",
+        f"reward `{s.reward}`; on CPU in {tuned.get('precision', 'float32')} (`--precision {recipe.precision}`). "
+        f"Evaluation samples at the same temperature, {s.max_tokens} tokens a reply.",
         "",
         f"## Held-out tasks, side by side ({len(test)} tasks; {samples} samples each for the models, one for the "
         f"rules)",

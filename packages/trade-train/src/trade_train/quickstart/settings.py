@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SYNTH_START, SYNTH_END = "2023-07-01", "2024-12-31"
 """The embedded market's 18 months (a few seconds to generate)."""
@@ -23,6 +23,10 @@ class Recipe(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    symbols: int
+    """Stocks of the synthetic market. The tiny model cannot copy a code from its context, so its pool is the same 8
+    stocks every day (16: csi300 holds 8); a model that can copy gets pools drawn from 30, so that what GRPO rewards
+    is reading the ranking, not a stock's name."""
     days: int
     sft_steps: int
     sft_batch: int
@@ -34,6 +38,8 @@ class Recipe(BaseModel):
     stop_with_orders: bool
     """The demonstrations' buy and stop are one reply (a day of two replies), not two."""
     rollout_tokens: int
+    precision: Literal["auto", "float32", "bfloat16"]
+    """How the fine-tune, GRPO and the evaluated models compute on CPU (auto: bfloat16 where the CPU has it)."""
     eval_batch: int
     """Replies the evaluated models generate together (``--set batch``): on CPU a pretrained base's decode step
     costs its weights' reading whatever the rows, so more rows a step is more tokens a second (docs/benchmarks.md,
@@ -42,6 +48,7 @@ class Recipe(BaseModel):
 
 RECIPES = {
     "tiny": Recipe(
+        symbols=16,
         days=20,
         sft_steps=600,
         sft_batch=1,
@@ -52,9 +59,11 @@ RECIPES = {
         trainer="trl-grpo",
         stop_with_orders=False,
         rollout_tokens=1536,
+        precision="float32",
         eval_batch=16,
     ),
     "pretrained": Recipe(
+        symbols=60,
         days=40,
         sft_steps=10,
         sft_batch=8,
@@ -65,6 +74,7 @@ RECIPES = {
         trainer="prefix-grpo",
         stop_with_orders=True,
         rollout_tokens=640,
+        precision="auto",
         eval_batch=32,
     ),
 }
@@ -91,8 +101,11 @@ class QuickstartSettings(BaseModel):
         "KMID:0.3",
         description="the edge planted in the synthetic market (NAME:IC, or 'none'); with --data, the data's own",
     )
-    symbols: int = Field(
-        16, ge=10, description="stocks of the synthetic market: its csi300 holds half, the pool every day draws from"
+    symbols: int | None = Field(
+        None,
+        ge=10,
+        description="stocks of the synthetic market: its csi300 holds half, the pool every day draws from (tiny 16, "
+        "pretrained 60)",
     )
     steps: int = Field(12, ge=1, description="GRPO steps")
     seed: int = Field(
@@ -132,6 +145,12 @@ class QuickstartSettings(BaseModel):
         ge=64,
         description="tokens of a GRPO rollout, replies and tool texts together (tiny 1536; pretrained 640, a "
         "two-reply day is ~360): a day that rambles is cut there",
+    )
+    precision: Literal["auto", "float32", "bfloat16"] | None = Field(
+        None,
+        description="how the model computes on CPU: auto is bfloat16 where the CPU multiplies it in hardware "
+        "(AVX512-BF16, AMX, Arm BF16), else float32; weights and updates stay float32 in training, and trl-grpo "
+        "trains in float32 (tiny float32, pretrained auto)",
     )
     reward: str = Field("continuous", description="reward scheme of GRPO and of the held-out evaluation")
     trainer: Literal["trl-grpo", "prefix-grpo"] | None = Field(
@@ -180,6 +199,12 @@ class QuickstartSettings(BaseModel):
             known = ", ".join([TINY, *BASES])
             raise ValueError(f"{model!r} is neither {known} nor a model folder with a config.json")
         return str(folder.resolve())
+
+    @model_validator(mode="after")
+    def _trainer_computes_so(self) -> QuickstartSettings:
+        if self.recipe.trainer == "trl-grpo" and self.recipe.precision == "bfloat16":
+            raise ValueError("--precision bfloat16 needs --trainer prefix-grpo (trl-grpo trains in float32)")
+        return self
 
     @property
     def tiny(self) -> bool:

@@ -61,6 +61,11 @@ class GRPOSettings(BaseModel):
     train_layers: int = Field(
         0, ge=0, description="train only the top N decoder layers (and the final norm); 0 trains every weight"
     )
+    precision: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="prefix-grpo on CPU only: bfloat16 runs the matrix products in bf16 (weights and updates stay "
+        "float32); the trade_core.cpu_generation.cpu_precision of the machine",
+    )
     seed: int = 0
 
     @model_validator(mode="after")

@@ -82,6 +82,10 @@ class TrlGRPO(Trainer):
                 "trl-grpo cannot cap a reply apart from the rollout (max_reply_tokens)",
                 hint="leave max_reply_tokens out, or use --trainer prefix-grpo",
             )
+        if chosen.precision != "float32":
+            raise TradeError(
+                "trl-grpo trains in float32 (precision)", hint="leave precision out, or use --trainer prefix-grpo"
+            )
         return chosen
 
     def plan(self, spec: TrainSpec) -> RunPlan:
