@@ -11,6 +11,7 @@ import pytest
 from trade_core.errors import TradeError
 from trade_data.store import MarketStore
 from trade_tools.builtins.alpha_factor import FACTOR_GROUPS
+from trade_tools.day import TradingDay
 from trade_tools.episode import Episode, EpisodeSettings, Task
 from trade_tools.prompts import PROMPT_SETS
 from trade_tools.text import say, speaking, spoken
@@ -26,7 +27,7 @@ def _limit_up_day(store: MarketStore) -> tuple[str, str]:
     return store.symbols[j], str(store.calendar[t].date())
 
 
-def _english_day(store: MarketStore) -> Episode:
+def _english_day(store: MarketStore, **kwargs: object) -> Episode:
     symbol, date = _limit_up_day(store)
     others = [s for s in store.symbols if s != symbol and not s.startswith(("SH000", "SZ399"))][:4]
     task = Task(
@@ -38,7 +39,7 @@ def _english_day(store: MarketStore) -> Episode:
         tools=list(ENGLISH_TOOLS),
         prompt_set="compact-en",
     )
-    return Episode.start(task, store)
+    return Episode.start(task, store, **kwargs)  # type: ignore[arg-type]
 
 
 def test_an_english_episode_shows_no_chinese_even_to_a_hostile_model(synth_store: MarketStore) -> None:
@@ -160,3 +161,22 @@ def test_say_picks_the_language_being_spoken() -> None:
             assert say("中", "en") == "中"
         assert spoken() == "en"
     assert spoken() == "zh"
+
+
+def test_an_english_day_ends_with_english_reasons(synth_store: MarketStore) -> None:
+    """The reasons a TradingDay closes with (records, the dashboard, eval reports) follow the prompt set."""
+    ends = {
+        "no_call": "the reply made no tool call",
+        "out_of_tokens": "over the reply budget of 640 tokens",
+        "out_of_tool_turns": "tool-turn limit of 5 reached without a stop",
+    }
+    for method, reason in ends.items():
+        day = TradingDay(_english_day(synth_store))
+        getattr(day, method)(*{"out_of_tokens": [640], "out_of_tool_turns": [5]}.get(method, []))
+        assert day.episode.status_reason == reason
+    truncated = TradingDay(_english_day(synth_store, settings=EpisodeSettings(max_turns=1)))
+    truncated.turn("", [("compute_alpha_factor", '{"expression": "KMID"}')])
+    assert (truncated.episode.status, truncated.episode.status_reason) == (
+        "truncated",
+        "reply limit of 1 reached without a stop",
+    )

@@ -17,8 +17,9 @@ from typing import Any
 
 from trade_core.plugins import TradePluginManager
 from trade_data.store import MarketStore
-from trade_tools.episode import Episode, EpisodeSettings, Task
+from trade_tools.episode import Episode, EpisodeSettings, Status, Task
 from trade_tools.rules import ExecutionRules
+from trade_tools.text import say, speaking
 from trade_tools.trajectory import FunctionCall, Message, ToolCall, Trajectory
 
 _THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
@@ -92,7 +93,7 @@ class TradingDay:
         """
         limit = self.episode.settings.max_turns
         if self.is_open and self.episode.turns >= limit:
-            self.episode.end("truncated", f"超过{limit}轮仍未停止")
+            self._end("truncated", f"超过{limit}轮仍未停止", f"reply limit of {limit} reached without a stop")
         return self.is_open
 
     def turn(self, content: str, calls: Sequence[tuple[str, str]]) -> list[str]:
@@ -111,15 +112,20 @@ class TradingDay:
 
     def no_call(self) -> None:
         """The reply made no tool call (or none that could be parsed): the day ends unstopped."""
-        self.episode.end("failed", "回复中没有工具调用")
+        self._end("failed", "回复中没有工具调用", "the reply made no tool call")
 
     def out_of_tokens(self, budget: int) -> None:
         """The replies and tool texts reached the caller's token budget."""
-        self.episode.end("truncated", f"超过{budget}个token的回复预算")
+        self._end("truncated", f"超过{budget}个token的回复预算", f"over the reply budget of {budget} tokens")
 
     def out_of_tool_turns(self, limit: int) -> None:
         """The caller's own limit on tool turns was reached."""
-        self.episode.end("truncated", f"超过{limit}轮工具调用仍未停止")
+        self._end("truncated", f"超过{limit}轮工具调用仍未停止", f"tool-turn limit of {limit} reached without a stop")
+
+    def _end(self, status: Status, zh: str, en: str) -> None:
+        """Close the day with its reason in the episode's language (records and reports show it)."""
+        with speaking(self.episode.language):
+            self.episode.end(status, say(zh, en))
 
     # -- the record ----------------------------------------------------------------------------
 
