@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 
 def inverse_cdf_sample(
@@ -144,8 +144,9 @@ def _with_shared_prefix(query: Any, key: Any, value: Any, shared: tuple[Any, Any
     return out.transpose(1, 2).contiguous()
 
 
-PRECISIONS = ("auto", "float32", "bfloat16")
+Precision = Literal["auto", "float32", "bfloat16"]
 """How a model computes on CPU: ``auto`` is bfloat16 where the CPU multiplies it in hardware, else float32."""
+PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
 def cpu_precision(choice: str = "auto") -> str:

@@ -44,7 +44,7 @@ from typing import Any
 
 import structlog
 
-from trade_core.cpu_generation import PRECISIONS, cpu_precision, fast_cpu_sampling, grouped_attention
+from trade_core.cpu_generation import cpu_precision, fast_cpu_sampling, grouped_attention
 from trade_core.errors import TradeError
 from trade_core.prompt_cache import BUDGET_MB, PromptCache
 from trade_eval.policies.llm import chat_request, play_reply
@@ -96,13 +96,12 @@ def _loaded(settings: RunSettings) -> LocalModel:
             f"prompt_cache_mb {memory!r} is not a number of megabytes (0 or more)",
             hint=f"e.g. --set prompt_cache_mb={BUDGET_MB}, or 0 to read every prompt whole",
         )
-    precision = settings.options.get("precision", "float32")
-    if precision not in PRECISIONS:
-        raise TradeError(
-            f"precision {precision!r} is not one of {', '.join(PRECISIONS)}", hint="e.g. --set precision=auto"
-        )
+    try:
+        precision = cpu_precision(settings.options.get("precision", "float32"))
+    except ValueError as error:
+        raise TradeError(str(error), hint="e.g. --set precision=auto") from None
     folder = Path(settings.model).expanduser().resolve()
-    return _load(folder, str(settings.options.get("device", "")), batch, memory, cpu_precision(precision))
+    return _load(folder, str(settings.options.get("device", "")), batch, memory, precision)
 
 
 @functools.cache

@@ -99,6 +99,7 @@ def model(ctx: Context) -> dict[str, Any]:
     s, recipe = ctx.settings, ctx.settings.recipe
     store = MarketStore.load(ctx.results["market"]["data"])
     records = read_records(Path(ctx.results["tasks"]["tasks"]), "train")
+    precision = cpu_precision(recipe.precision)
     chosen = spread(records, s.demonstrations)
     if store.planted_signal:
         demos = signal_demonstrations(
@@ -137,12 +138,12 @@ def model(ctx: Context) -> dict[str, Any]:
                 learning_rate=recipe.sft_learning_rate,
                 train_layers=recipe.train_layers,
                 seed=s.seed,
-                precision=cpu_precision(recipe.precision),
+                precision=precision,
                 progress=advance,
             )
     return {
         "model": str(folder.resolve()),
-        "precision": cpu_precision(recipe.precision),
+        "precision": precision,
         "demonstrations": report.demonstrations,
         "first_loss": report.first_loss,
         "last_loss": report.last_loss,

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from trade_core.cpu_generation import Precision
+
 SYNTH_START, SYNTH_END = "2023-07-01", "2024-12-31"
 """The embedded market's 18 months (a few seconds to generate)."""
 NO_SIGNAL = "none"
@@ -38,7 +40,7 @@ class Recipe(BaseModel):
     stop_with_orders: bool
     """The demonstrations' buy and stop are one reply (a day of two replies), not two."""
     rollout_tokens: int
-    precision: Literal["auto", "float32", "bfloat16"]
+    precision: Precision
     """How the fine-tune, GRPO and the evaluated models compute on CPU (auto: bfloat16 where the CPU has it)."""
     eval_batch: int
     """Replies the evaluated models generate together (``--set batch``): on CPU a pretrained base's decode step
@@ -146,7 +148,7 @@ class QuickstartSettings(BaseModel):
         description="tokens of a GRPO rollout, replies and tool texts together (tiny 1536; pretrained 640, a "
         "two-reply day is ~360): a day that rambles is cut there",
     )
-    precision: Literal["auto", "float32", "bfloat16"] | None = Field(
+    precision: Precision | None = Field(
         None,
         description="how the model computes on CPU: auto is bfloat16 where the CPU multiplies it in hardware "
         "(AVX512-BF16, AMX, Arm BF16), else float32; weights and updates stay float32 in training, and trl-grpo "
