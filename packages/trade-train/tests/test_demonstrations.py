@@ -4,6 +4,7 @@ in units (an anonymized episode reads an amount as units of the stock's shown sc
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -74,6 +75,29 @@ def test_a_day_that_stops_with_its_orders_is_the_same_day_in_two_replies(
             len(tools) == len(names[1]) + 1
             and tools[-1] == [m["content"] for m in one.messages if m["role"] == "tool"][-1]
         )
+
+
+def test_a_day_that_walks_the_ranking_buys_the_line_it_stopped_at(
+    anonymized_market: tuple[MarketStore, list[TaskRecord]],
+) -> None:
+    """The pretrained recipe's days: the buy's reply copies the tool's lines from the top (codes as listed) down to
+    the one it buys, and buys that code; the same draws as without, every line a stopping point."""
+    store, records = anonymized_market
+    plain = signal_demonstrations(store, records, "KMID", seed=0, stop_with_orders=True)
+    walked = signal_demonstrations(store, records, "KMID", seed=0, stop_with_orders=True, walks_ranking=True)
+    stops = set()
+    for one, other in zip(plain, walked, strict=True):
+        assert _orders(one) == _orders(other)
+        replies = [m.get("content", "") for m in other.messages if m["role"] == "assistant"]
+        if not _orders(other):
+            assert not any(replies)
+            continue
+        listing = next(m["content"] for m in other.messages if m["role"] == "tool")
+        lines = re.findall(r"^(\d+\. \S+):", listing, re.M)
+        assert replies[0] == "" and replies[1] == "\n".join(lines[: len(replies[1].splitlines())])
+        assert replies[1].splitlines()[-1].split()[-1] == _orders(other)[0]["symbol"]
+        stops.add(len(replies[1].splitlines()))
+    assert len(stops) >= 6
 
 
 def test_baseline_demonstrations_on_anonymized_tasks_have_no_refused_order(

@@ -91,6 +91,30 @@ def test_its_tool_calls_read_the_same_everywhere(smollm2_model: Path) -> None:
 
 
 @pytest.mark.slow
+def test_what_a_reply_says_before_its_call_reads_back_as_written(smollm2_model: Path) -> None:
+    """A base without thinking: the text before a call comes out of the parser as reasoning, and goes back into
+    the next prompt as the text the model wrote, whether as the day records it (``reasoning_content``) or as
+    trade-eval sends it to a server (a leading <think> block): the same tokens the fine-tune taught."""
+    from trade_eval.policies.llm import openai_messages
+    from trade_tools.toolcalls import model_format, parse_reply
+    from trade_tools.trajectory import Message
+    from trade_train.trl_grpo.run import tokenizer_for
+
+    tokenizer = tokenizer_for(str(smollm2_model))
+    said = {**CONVERSATION[2], "content": "1. SZ000002\n2. SH600001"}
+    taught = tokenizer.apply_chat_template([*CONVERSATION[:2], said], tools=TOOLS, tokenize=False)
+    prompt = tokenizer.apply_chat_template(CONVERSATION[:2], tools=TOOLS, add_generation_prompt=True, tokenize=False)
+    parsed = parse_reply(taught[len(prompt) :].removesuffix("<|im_end|>\n"), model_format(smollm2_model).tool_calls)
+    assert parsed.reasoning == said["content"] and parsed.content == ""
+    call = {**CALL, "id": "call_1_0"}
+    recorded = Message.model_validate(
+        {**said, "content": "", "reasoning_content": parsed.reasoning, "tool_calls": [call]}
+    )
+    for message in (recorded.model_dump(exclude_none=True), openai_messages([recorded])[0]):
+        assert tokenizer.apply_chat_template([*CONVERSATION[:2], message], tools=TOOLS, tokenize=False) == taught
+
+
+@pytest.mark.slow
 def test_the_fine_tune_learns_the_replies_only(smollm2_model: Path) -> None:
     from transformers import AutoTokenizer
 

@@ -49,11 +49,16 @@ def signal_demonstrations(
     seed: int,
     top: bool = False,
     stop_with_orders: bool = False,
+    walks_ranking: bool = False,
 ) -> list[Demonstration]:
     """One demonstration per task: the signal ranked on the pool with ``compute_alpha_factor``, then a buy of
     a stock drawn uniformly from the ranking (among those the Episode would fill), then stop; with
     ``stop_with_orders`` the buy and the stop are two calls of one reply, so a day is two replies and the buy's
-    fill text is never read again (a third fewer tokens a day for a pretrained base on CPU).
+    fill text is never read again (a third fewer tokens a day for a pretrained base on CPU). With ``walks_ranking``
+    the buy's reply first copies the ranking's lines from the top down to the one it buys (``1. SZ300008``,
+    ``2. SZ000006``, ...): copying a list on from where it starts is what a pretrained model does well, the code
+    it orders is the line it just wrote, and the choice is where it stops, a decision after line k that reads the
+    same every day, which GRPO can move.
 
     Every choice is shown equally often, so the fine-tuned model knows how to act on the ranking but not which
     rank pays: the untrained exploit share is about 1/pool, and what GRPO adds to it is what it learned.
@@ -64,17 +69,22 @@ def signal_demonstrations(
     for record in records:
         day = TradingDay(Episode.start(record.task, store), record.prompt)
         episode = day.episode
+        ranking = signal_ranking(episode.view, signal, episode.task.pool)  # the tool's lines, in its order
+        fillable = [s for s in ranking if _fills(episode, s)]
+        symbol = fillable[0 if top else int(rng.integers(len(fillable)))] if fillable else None
+        walked = ""
+        if walks_ranking and symbol is not None:
+            walk = ranking[: ranking.index(symbol) + 1]
+            walked = "\n".join(f"{line}. {episode.hide(code)}" for line, code in enumerate(walk, 1))
         day.turn("", [("compute_alpha_factor", json.dumps({"expression": signal}))])  # the whole pool
-        fillable = [s for s in signal_ranking(episode.view, signal, episode.task.pool) if _fills(episode, s)]
         orders = []
-        if fillable:
-            symbol = fillable[0 if top else int(rng.integers(len(fillable)))]
+        if symbol is not None:
             amount = episode.units_for(symbol, SIGNAL_BUY_SHARES)
             order = {"type": "buy", "symbol": episode.hide(symbol), "amount": amount}
             orders.append(("TakeAction", json.dumps(order, ensure_ascii=False)))
         stop = ("TakeAction", json.dumps({"type": "stop"}))
         for calls in [[*orders, stop]] if stop_with_orders else [*([call] for call in orders), [stop]]:
-            day.turn("", calls)
+            day.turn(walked if calls[0] in orders else "", calls)
         messages = [message.model_dump(exclude_none=True) for message in day.messages]
         demonstrations.append(Demonstration(episode.tool_schemas(), messages, thinking=True))
     return demonstrations

@@ -103,7 +103,12 @@ def model(ctx: Context) -> dict[str, Any]:
     chosen = spread(records, s.demonstrations)
     if store.planted_signal:
         demos = signal_demonstrations(
-            store, chosen, store.planted_signal, seed=s.seed, stop_with_orders=recipe.stop_with_orders
+            store,
+            chosen,
+            store.planted_signal,
+            seed=s.seed,
+            stop_with_orders=recipe.stop_with_orders,
+            walks_ranking=recipe.walks_ranking,
         )
     else:
         demos = baseline_demonstrations(store, chosen, seed=s.seed)

@@ -39,6 +39,9 @@ class Recipe(BaseModel):
     trainer: str
     stop_with_orders: bool
     """The demonstrations' buy and stop are one reply (a day of two replies), not two."""
+    walks_ranking: bool
+    """The demonstrations' buy copies the ranking from its top line down to the stock it buys first: a model that can
+    copy then chooses where to stop, the same decision every day, rather than a code that differs by day."""
     rollout_tokens: int
     precision: Precision
     """How the fine-tune, GRPO and the evaluated models compute on CPU (auto: bfloat16 where the CPU has it)."""
@@ -60,6 +63,7 @@ RECIPES = {
         prompt_set="compact",
         trainer="trl-grpo",
         stop_with_orders=False,
+        walks_ranking=False,
         rollout_tokens=1536,
         precision="float32",
         eval_batch=16,
@@ -67,14 +71,15 @@ RECIPES = {
     "pretrained": Recipe(
         symbols=60,
         days=40,
-        sft_steps=10,
+        sft_steps=20,
         sft_batch=8,
         sft_learning_rate=5e-4,
-        learning_rate=5e-5,
-        train_layers=8,
+        learning_rate=1e-5,
+        train_layers=0,
         prompt_set="compact-en",
         trainer="prefix-grpo",
         stop_with_orders=True,
+        walks_ranking=True,
         rollout_tokens=640,
         precision="auto",
         eval_batch=32,
@@ -82,9 +87,10 @@ RECIPES = {
 }
 """Per kind of model: the tiny one learns the format from scratch one demonstration a step at a high rate and
 trains every weight, on the Chinese prompts its Qwen3 tokenizer reads compactly; a pretrained one needs a few
-batched steps, a small GRPO rate and only its top layers, and reads English (SmolLM2 spends a token per Chinese
-character); its prompts are long for its speed on CPU, so its GRPO reads each shared prompt once (prefix-grpo)
-and its days are two replies (the buy and the stop in one)."""
+batched steps and a small GRPO rate, walks the ranking down to its buy and trains every layer (with its top 8
+only, it bought the first line it had copied wherever its walk stopped), and reads English (SmolLM2 spends a
+token per Chinese character); its prompts are long for its speed on CPU, so its GRPO reads each shared prompt
+once (prefix-grpo) and its days are two replies (the buy and the stop in one)."""
 TRAINERS = ("trl-grpo", "prefix-grpo")
 
 
@@ -118,7 +124,7 @@ class QuickstartSettings(BaseModel):
     )
     samples: int = Field(4, ge=1, description="samples of each held-out task per model")
     sft_steps: int | None = Field(
-        None, ge=1, description="fine-tuning steps on the demonstrations (600 for tiny, 10 for a pretrained model)"
+        None, ge=1, description="fine-tuning steps on the demonstrations (600 for tiny, 20 for a pretrained model)"
     )
     sft_batch: int | None = Field(
         None, ge=1, description="demonstrations per fine-tuning step (1 for tiny, 8 for a pretrained model)"
@@ -134,19 +140,19 @@ class QuickstartSettings(BaseModel):
     )
     max_tokens: int = Field(256, ge=16, description="tokens per reply in evaluation (and in prefix-grpo's rollouts)")
     learning_rate: float | None = Field(
-        None, gt=0, description="GRPO's step size, constant over the run (1e-3 for tiny, 5e-5 for a pretrained model)"
+        None, gt=0, description="GRPO's step size, constant over the run (1e-3 for tiny, 1e-5 for a pretrained model)"
     )
     train_layers: int | None = Field(
         None,
         ge=0,
-        description="decoder layers GRPO and a pretrained model's fine-tune train, from the top (0: all; tiny 0, "
-        "pretrained 8)",
+        description="decoder layers GRPO and a pretrained model's fine-tune train, from the top (0: all; tiny and "
+        "pretrained 0)",
     )
     rollout_tokens: int | None = Field(
         None,
         ge=64,
         description="tokens of a GRPO rollout, replies and tool texts together (tiny 1536; pretrained 640, a "
-        "two-reply day is ~360): a day that rambles is cut there",
+        "two-reply day is ~370-450): a day that rambles is cut there",
     )
     precision: Precision | None = Field(
         None,
