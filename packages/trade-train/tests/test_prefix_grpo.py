@@ -16,7 +16,16 @@ needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch and transfor
 
 
 @needs_torch
-def test_the_opening_read_once_gives_each_row_read_whole(tiny_model: Path) -> None:
+@pytest.mark.parametrize(
+    "written",
+    [
+        [[41, 42, 45], [40, 50, 58], [44, 51]],
+        # a group's rows that wrote the same first reply: tokens scored inside the opening, and at its end
+        [[20, 21, 30, 41], [20, 21, 40, 50], [20, 21, 44]],
+    ],
+    ids=["written-after-the-opening", "written-inside-it"],
+)
+def test_the_opening_read_once_gives_each_row_read_whole(tiny_model: Path, written: list[list[int]]) -> None:
     """Values and gradients (every weight trained, so the gradient must flow back through the shared keys and
     values), rows of other lengths padded on the right, the logits over a temperature."""
     import torch
@@ -28,7 +37,6 @@ def test_the_opening_read_once_gives_each_row_read_whole(tiny_model: Path) -> No
     model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
     opening = torch.randint(10, 1000, (40,)).tolist()
     sequences = [opening + torch.randint(10, 1000, (n,)).tolist() for n in (7, 19, 12)]
-    written = [[41, 42, 45], [40, 50, 58], [44, 51]]
     assert common_opening(sequences) == 40
 
     rows = written_logprobs(model, sequences, written, temperature=0.7)

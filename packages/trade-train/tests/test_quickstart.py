@@ -76,10 +76,10 @@ def test_a_rerun_skips_finished_stages_and_refuses_other_flags(tmp_path: Path) -
         ("--symbols", "2"),
         ("--model", "no-such-model"),
         ("--signal", "FOO:0.3"),
-        ("--precision", "bfloat16"),  # the tiny model's trl-grpo trains in float32
+        ("--precision", "bfloat16", "--model", "tiny"),  # the tiny model's trl-grpo trains in float32
     ],
 )
-def test_a_value_a_setting_refuses_is_one_line_before_anything_runs(tmp_path: Path, flag: tuple[str, str]) -> None:
+def test_a_value_a_setting_refuses_is_one_line_before_anything_runs(tmp_path: Path, flag: tuple[str, ...]) -> None:
     run = run_trade("quickstart", "--out", str(tmp_path / "qs"), *flag)
     assert run.code == 2 and run.err.startswith(f"error: {flag[0]} "), run.err
     assert flag[1] in run.err.splitlines()[0], run.err  # the value as typed
@@ -145,6 +145,8 @@ def test_a_short_quickstart_runs_end_to_end_and_resumes(tmp_path: Path) -> None:
     compared = json.loads((out / "evaluate" / "compare.json").read_text())
     assert f"Trained against untrained (`trade eval compare`): {compared['verdicts'][0]}." in report
     assert f"On the held-out tasks, trained against untrained: {compared['verdicts'][0]}." in report
+    days = (out / "backtest" / "trained" / "days.jsonl").read_text().splitlines()
+    assert len(days) == 2 and "## Backtest of the first 2 held-out days, " in report  # at most --days of them
     page = (out / "report.html").read_text()
     assert "trained" in page and "untrained" in page and "momentum" in page
     assert list(_state(out)["finished"]) == ["market", "tasks", "model", "grpo", "evaluate", "backtest", "report"]

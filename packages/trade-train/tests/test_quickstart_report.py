@@ -177,15 +177,28 @@ def test_the_baselines_are_named_with_what_their_policies_do() -> None:
     assert words["hold"] == POLICIES.get("hold").description and "buy the pool in equal weights" in words["hold"]
 
 
-@pytest.mark.parametrize(("signal", "strong"), [("KMID:0.6", True), ("KMID:0.3", False), ("none", False)])
-def test_a_stronger_edge_than_the_default_is_called_a_sanity_check_in_the_first_line(signal: str, strong: bool) -> None:
+@pytest.mark.parametrize(
+    ("flags", "strong"),
+    [
+        ({"signal": "KMID:0.6"}, True),
+        ({"signal": "KMID:0.3"}, False),
+        ({"signal": "none"}, False),
+        ({"model": "tiny"}, False),  # the tiny model's default edge
+        ({}, True),  # the default model's, a pretrained one's: KMID at 0.9
+        ({"model": "smollm2"}, True),
+        ({"model": "smollm2", "signal": "KMID:0.3"}, False),
+    ],
+)
+def test_a_stronger_edge_than_the_default_is_called_a_sanity_check_in_the_first_line(
+    flags: dict[str, str], strong: bool
+) -> None:
     from trade_train.quickstart.report import edge_words
     from trade_train.quickstart.settings import QuickstartSettings
 
-    words = edge_words(QuickstartSettings(signal=signal))
+    words = edge_words(QuickstartSettings(**flags))
     assert (words is not None) == strong
     if strong:
-        assert "sanity check with a strong planted edge" in words and "0.6" in words and "0.3" in words
+        assert "sanity check with a strong planted edge" in words and "above the default 0.3" in words
 
 
 def test_the_realised_ic_of_a_planted_signal_is_measured_on_the_held_out_pools(tmp_path: Path) -> None:

@@ -57,10 +57,10 @@ def _setting_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--stop-after", type=click.Choice(STAGE_NAMES), help="Stop after this stage (rerun to go on).")
 def quickstart_command(data: Path | None, out: Path, seeds: str | None, stop_after: str | None, **flags: Any) -> None:
     """Run the loop end to end without a GPU: build a market with a planted signal and embargoed tasks, teach
-    a model (--model: the tiny random Qwen3 by default, the pretrained SmolLM2-135M, or your own folder) the
-    tool-call format on demonstrations that act on the signal's ranking at random, train it with GRPO
-    (trl-grpo), evaluate it before and after on held-out days beside the baselines and the signal's oracle,
-    backtest it, and write OUT/report.md and OUT/report.html.
+    a model (--model: the pretrained SmolLM2-135M by default, the tiny random Qwen3 for smoke runs, or your own
+    folder) the tool-call format on demonstrations that act on the signal's ranking at random, train it with GRPO
+    (prefix-grpo; trl-grpo for tiny), evaluate it before and after on held-out days beside the baselines and the
+    signal's oracle, backtest it, and write OUT/report.md and OUT/report.html.
 
     Each stage prints its time; OUT/quickstart.json records the finished ones, so an interrupted run picks up
     where it stopped (with the same flags).

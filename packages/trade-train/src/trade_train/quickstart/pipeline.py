@@ -180,7 +180,7 @@ def grpo(ctx: Context) -> dict[str, Any]:
             batch_size=s.group * s.tasks_per_step,
             temperature=s.temperature,
             max_completion_length=recipe.rollout_tokens,
-            max_reply_tokens=s.max_tokens if recipe.trainer == "prefix-grpo" else None,
+            max_reply_tokens=s.recipe.max_tokens if recipe.trainer == "prefix-grpo" else None,
             learning_rate=recipe.learning_rate,
             lr_scheduler="constant",
             train_layers=recipe.train_layers,
@@ -204,7 +204,7 @@ def _local(ctx: Context, side: str, store: MarketStore) -> tuple[str, Any]:
         settings = RunSettings(
             model=folder,
             temperature=s.temperature,
-            max_tokens=s.max_tokens,
+            max_tokens=s.recipe.max_tokens,
             seed=s.seed,
             options={
                 "device": "cuda" if s.device == "gpu" else "cpu",
@@ -262,7 +262,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
 
 
 def backtest(ctx: Context) -> dict[str, Any]:
-    """The held-out days as one portfolio, for the trained and the untrained model, each beside the baselines
+    """The first held-out days as one portfolio, for the trained and the untrained model, each beside the baselines
     and the index (`trade eval backtest --policy local`), with the tools and prompt set they trained on."""
     from trade_eval.backtest import Backtest, new_manifest, run_backtest
     from trade_reward.taskfolder import read_records
@@ -273,7 +273,7 @@ def backtest(ctx: Context) -> dict[str, Any]:
     plan = Backtest(
         store,
         test[0].task.date,
-        len({r.task.date for r in test}),
+        min(len({r.task.date for r in test}), ctx.settings.recipe.backtest_days),
         pool_size=BACKTEST_POOL,
         universe=ctx.settings.universe,
         seed=ctx.settings.seed,

@@ -22,7 +22,7 @@ from trade_train.quickstart.learning import (
     reward,
     step_chart,
 )
-from trade_train.quickstart.settings import QuickstartSettings
+from trade_train.quickstart.settings import EDGE, QuickstartSettings
 from trade_train.quickstart.stages import STATE, Context
 
 REPORT, PAGE, CHART = "report.md", "report.html", "grpo.png"
@@ -234,7 +234,7 @@ def edge_words(settings: QuickstartSettings) -> str | None:
     """The report's first line where the planted edge is stronger than the default one: a sanity check."""
     from trade_data.signals import PlantedSignal
 
-    default = PlantedSignal.parse(QuickstartSettings.model_fields["signal"].default)
+    default = PlantedSignal.parse(EDGE)
     if settings.planted is None or (planted := PlantedSignal.parse(settings.planted)).ic <= default.ic:
         return None
     return (
@@ -309,7 +309,7 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         f"{s.group} rollouts at "
         f"temperature {s.temperature:g}, learning rate {recipe.learning_rate:g} (constant), {trained_layers}, "
         f"reward `{s.reward}`; on CPU in {tuned.get('precision', 'float32')} (`--precision {recipe.precision}`). "
-        f"Evaluation samples at the same temperature, {s.max_tokens} tokens a reply.",
+        f"Evaluation samples at the same temperature, {s.recipe.max_tokens} tokens a reply.",
         "",
         f"## Held-out tasks, side by side ({len(test)} tasks; {samples} samples each for the models, one for the "
         f"rules)",
@@ -344,10 +344,10 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         "",
         " ".join(filter(None, [lessons(steps, summaries, verdict, s.reward, chance), planted])),
         "",
-        f"## Backtest of the held-out days ({PAGE})",
-        "",
     ]
     played = {side: BacktestSummary.model_validate(v) for side, v in results["backtest"]["summaries"].items()}
+    dates = next(iter(played.values())).nav["dates"]
+    lines += [f"## Backtest of the first {len(dates) - 1} held-out days, {dates[1]} to {dates[-1]} ({PAGE})", ""]
     table = backtest_rows(played)
     lines += ["```", *table_lines(table), "```", "", backtest_notes(table, synthetic=s.data is None), ""]
     lines += ["Baselines:", "", *(f"- `{name}`: {text}" for name, text in baseline_words(summaries)), ""]

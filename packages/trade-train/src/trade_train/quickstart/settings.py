@@ -16,6 +16,8 @@ from trade_core.cpu_generation import Precision
 SYNTH_START, SYNTH_END = "2023-07-01", "2024-12-31"
 """The embedded market's 18 months (a few seconds to generate)."""
 NO_SIGNAL = "none"
+EDGE = "KMID:0.3"
+"""The edge a realistic daily factor has (rank IC 0.3): the tiny model's default; a stronger one is a sanity check."""
 TINY = "tiny"
 """``--model tiny``: the random-init Qwen3 of ``trade model tiny`` (smoke runs and tests; it cannot read a ranking)."""
 
@@ -25,11 +27,17 @@ class Recipe(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    signal: str
+    """The edge planted in the synthetic market: a pretrained model's default is a strong one, so that learning shows
+    within a short run on two cores (the report says so in its first line)."""
     symbols: int
     """Stocks of the synthetic market. The tiny model cannot copy a code from its context, so its pool is the same 8
     stocks every day (16: csi300 holds 8); a model that can copy gets pools drawn from 30, so that what GRPO rewards
     is reading the ranking, not a stock's name."""
     days: int
+    backtest_days: int
+    """The held-out days the backtest plays, from the first: a backtest day waits for the one before (its portfolio
+    carries over), so its replies are generated one at a time, not in batches as the held-out tasks are."""
     sft_steps: int
     sft_batch: int
     sft_learning_rate: float
@@ -43,6 +51,8 @@ class Recipe(BaseModel):
     """The demonstrations' buy copies the ranking from its top line down to the stock it buys first: a model that can
     copy then chooses where to stop, the same decision every day, rather than a code that differs by day."""
     rollout_tokens: int
+    max_tokens: int
+    """A reply's tokens in evaluation and prefix-grpo's rollouts: a batch of replies decodes until its longest ends."""
     precision: Precision
     """How the fine-tune, GRPO and the evaluated models compute on CPU (auto: bfloat16 where the CPU has it)."""
     eval_batch: int
@@ -53,8 +63,10 @@ class Recipe(BaseModel):
 
 RECIPES = {
     "tiny": Recipe(
+        signal=EDGE,
         symbols=16,
         days=20,
+        backtest_days=20,
         sft_steps=600,
         sft_batch=1,
         sft_learning_rate=1e-2,
@@ -65,12 +77,15 @@ RECIPES = {
         stop_with_orders=False,
         walks_ranking=False,
         rollout_tokens=1536,
+        max_tokens=256,
         precision="float32",
         eval_batch=16,
     ),
     "pretrained": Recipe(
+        signal="KMID:0.9",
         symbols=60,
         days=40,
+        backtest_days=10,
         sft_steps=20,
         sft_batch=8,
         sft_learning_rate=5e-4,
@@ -81,6 +96,7 @@ RECIPES = {
         stop_with_orders=True,
         walks_ranking=True,
         rollout_tokens=640,
+        max_tokens=192,
         precision="auto",
         eval_batch=32,
     ),
@@ -101,13 +117,15 @@ class QuickstartSettings(BaseModel):
 
     data: Path | None = Field(None, description="a dataset folder; None: the synthetic market")
     model: str = Field(
-        TINY,
-        description="the model: smollm2 (a pretrained base built offline, `trade model smollm2`), tiny (the "
-        "random-init Qwen3 of `trade model tiny`, for smoke runs) or a local Hugging Face causal-LM folder",
+        "smollm2",
+        description="the model: smollm2 (a pretrained base built offline, `trade model smollm2`: the one that learns "
+        "here), tiny (the random-init Qwen3 of `trade model tiny`, for smoke runs) or a local Hugging Face causal-LM "
+        "folder",
     )
-    signal: str = Field(
-        "KMID:0.3",
-        description="the edge planted in the synthetic market (NAME:IC, or 'none'); with --data, the data's own",
+    signal: str | None = Field(
+        None,
+        description=f"the edge planted in the synthetic market (NAME:IC, or 'none'; tiny {EDGE}, a pretrained model "
+        "KMID:0.9, a sanity check with a strong edge); with --data, the data's own",
     )
     symbols: int | None = Field(
         None,
@@ -119,8 +137,12 @@ class QuickstartSettings(BaseModel):
     seed: int = Field(
         0, ge=0, description="seed of the market, tasks, weights and sampling: the same seed, the same numbers"
     )
-    days: int | None = Field(
-        None, ge=2, description="held-out test days evaluated and backtested (tiny 20, a pretrained model 40)"
+    days: int | None = Field(None, ge=2, description="held-out test days evaluated (tiny 20, a pretrained model 40)")
+    backtest_days: int | None = Field(
+        None,
+        ge=2,
+        description="held-out days backtested, from the first, at most --days (tiny 20, a pretrained model 10: a "
+        "backtest day's replies wait for the day before)",
     )
     samples: int = Field(4, ge=1, description="samples of each held-out task per model")
     sft_steps: int | None = Field(
@@ -138,7 +160,12 @@ class QuickstartSettings(BaseModel):
     temperature: float = Field(
         0.7, gt=0, description="sampling in GRPO and in evaluation: at 1.0 the tiny model's calls are mostly broken"
     )
-    max_tokens: int = Field(256, ge=16, description="tokens per reply in evaluation (and in prefix-grpo's rollouts)")
+    max_tokens: int | None = Field(
+        None,
+        ge=16,
+        description="tokens per reply in evaluation and in prefix-grpo's rollouts (tiny 256; pretrained 192: its "
+        "longest walk, buy and stop is about 185)",
+    )
     learning_rate: float | None = Field(
         None, gt=0, description="GRPO's step size, constant over the run (1e-3 for tiny, 1e-5 for a pretrained model)"
     )
@@ -188,10 +215,10 @@ class QuickstartSettings(BaseModel):
 
     @field_validator("signal")
     @classmethod
-    def _plantable(cls, signal: str) -> str:
+    def _plantable(cls, signal: str | None) -> str | None:
         from trade_data.signals import PlantedSignal
 
-        if signal != NO_SIGNAL:
+        if signal is not None and signal != NO_SIGNAL:
             PlantedSignal.parse(signal)  # its one-line error before anything runs
         return signal
 
@@ -229,4 +256,5 @@ class QuickstartSettings(BaseModel):
     @property
     def planted(self) -> str | None:
         """The ``NAME:IC`` planted in the synthetic market, or None."""
-        return None if self.data is not None or self.signal == NO_SIGNAL else self.signal
+        signal = self.recipe.signal
+        return None if self.data is not None or signal == NO_SIGNAL else signal
