@@ -274,6 +274,33 @@ def test_requests_waiting_while_a_generation_runs_are_answered_together(
     assert _texts(answers[1:]) == [_texts(model.answer([request]))[0] for request in short]
 
 
+@needs_model
+def test_unload_answers_what_waits_then_lets_the_model_go(random_model: Path, sample_store: MarketStore) -> None:
+    """A process that evaluates one model after another holds one at a time: what waits is still answered, the
+    worker ends, and the next run loads the model afresh."""
+    import gc
+    import weakref
+
+    from trade_eval.policies.local import _loaded, unload
+
+    settings = RunSettings(model=str(random_model), options={"device": "cpu", "batch": 2})
+    model = _loaded(settings)
+    assert _loaded(settings) is model  # kept for the run's days
+    requests = _requests(sample_store, 0, [1, 2, 3], max_tokens=4)
+    waiting = [model.submit(request) for request in requests]
+    worker = model.worker
+    unload()
+    assert [len(answer.result(timeout=600)["choices"]) for answer in waiting] == [1, 1, 1]
+    worker.join(timeout=60)
+    gone = weakref.ref(model)
+    del model, waiting
+    gc.collect()
+    assert not worker.is_alive() and gone() is None
+    again = _loaded(settings)
+    assert again.complete(requests[0])["choices"][0]["message"] is not None
+    unload()
+
+
 def test_the_cli_refuses_a_local_run_without_a_model_in_one_line(sample_dataset: Path, tmp_path: Path) -> None:
     for command in (["backtest", "--start-date", "2025-06-20", "--num-days", "2"], ["tasks", "--tasks", "t.jsonl"]):
         run = run_trade("eval", *command, "--policy", "local", "--data", str(sample_dataset), cwd=tmp_path)

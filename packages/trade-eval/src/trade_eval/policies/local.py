@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import importlib.util
 import queue
 import threading
@@ -104,11 +103,16 @@ def _loaded(settings: RunSettings) -> LocalModel:
     return _load(folder, str(settings.options.get("device", "")), batch, memory, precision)
 
 
-@functools.cache
+_LOADED: dict[tuple[Any, ...], LocalModel] = {}
+
+
 def _load(
     folder: Path, device: str, batch: int, prompt_cache_mb: int = BUDGET_MB, precision: str = "float32"
 ) -> LocalModel:
     """One model per folder, device and batch size in a process: loading is seconds, a day's reply much less."""
+    key = (folder, device, batch, prompt_cache_mb, precision)
+    if key in _LOADED:
+        return _LOADED[key]
     fmt = model_format(folder).tool_calls  # before the imports: a wrong folder is the likelier mistake
     missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
     if missing:
@@ -117,7 +121,19 @@ def _load(
             f"policy 'local' needs {' and '.join(missing)}",
             hint=command if "torch" not in missing else f"{CPU_TORCH} && {command}",  # the extra keeps a torch
         )
-    return LocalModel(folder, fmt, device, batch, prompt_cache_mb, precision)
+    _LOADED[key] = LocalModel(folder, fmt, device, batch, prompt_cache_mb, precision)
+    return _LOADED[key]
+
+
+def unload() -> None:
+    """Let go of every model this process loaded, their prompt caches with them: a process that evaluates one
+    model after another (the quickstart) holds one at a time. A later run loads its model again."""
+    while _LOADED:
+        _LOADED.popitem()[1].close()
+
+
+Pending = tuple[dict[str, Any], str, Future[dict[str, Any]]]
+"""A request waiting for its batch: the request, its day (for the log) and the future its answer goes to."""
 
 
 class LocalModel:
@@ -155,8 +171,9 @@ class LocalModel:
         self.prompts = PromptCache(self.model, prompt_cache_mb if attention_only else 0)
         self._attention_only = attention_only
         self._lock = threading.Lock()
-        self._waiting: queue.SimpleQueue[tuple[dict[str, Any], str, Future[dict[str, Any]]]] = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name=f"local-{folder.name}", daemon=True).start()
+        self._waiting: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()  # None: close
+        self.worker = threading.Thread(target=self._serve, name=f"local-{folder.name}", daemon=True)
+        self.worker.start()
         log.info("local.loaded", model=str(folder), device=str(self.device), format=fmt, batch=batch)
 
     def submit(self, request: dict[str, Any], day: str = "") -> Future[dict[str, Any]]:
@@ -181,14 +198,23 @@ class LocalModel:
                 answers |= zip(rows, self._generate([requests[i] for i in rows], [days[i] for i in rows]), strict=True)
         return [answers[row] for row in range(len(requests))]
 
+    def close(self) -> None:
+        """End the worker once what it was given is answered; the model goes when the last reference does."""
+        self._waiting.put(None)
+
     def _serve(self) -> None:
-        """The worker: take what waits (up to a batch), answer it as one, hand each answer to its caller."""
-        while True:
+        """The worker: take what waits (up to a batch), answer it as one, hand each answer to its caller; after
+        :meth:`close`'s mark, stop."""
+        closed = False
+        while not closed:
             taken = [self._waiting.get()]
             with contextlib.suppress(queue.Empty):
-                while len(taken) < self.batch:
+                while len(taken) < self.batch and taken[-1] is not None:
                     taken.append(self._waiting.get_nowait())
-            taken = [pending for pending in taken if pending[2].set_running_or_notify_cancel()]  # not cancelled
+            closed = taken[-1] is None
+            taken = [pending for pending in taken if pending is not None and pending[2].set_running_or_notify_cancel()]
+            if not taken:
+                continue
             try:
                 answers = self.answer([request for request, _, _ in taken], [day for _, day, _ in taken])
             except Exception as error:  # each caller raises it (its episode fails); the worker goes on

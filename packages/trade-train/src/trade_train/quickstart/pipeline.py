@@ -228,6 +228,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     """The held-out test tasks played by the trained model, its untrained self and the baselines (`trade eval
     tasks`), and the trained model compared with its untrained self (`trade eval compare`)."""
     from trade_eval.commands.compare import compare_tasks
+    from trade_eval.policies.local import unload
     from trade_eval.single_day import TasksEval, load_tasks, new_manifest, run_tasks
     from trade_reward.schemes import get_scheme
 
@@ -253,6 +254,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
             data=data,
         )
         summary = run_tasks(evaluation, policy, settings, ctx.folder("evaluate") / side, manifest)
+        unload()  # one model held at a time: two, each with its prompt cache, beside GRPO's leftovers ran out of memory
         summaries[side] = summary.model_dump(mode="json")  # the stage's results are JSON, as summary.json
     out = ctx.folder("evaluate")
     compared = compare_tasks(out / "trained", out / "untrained", 2000, 0.95, ctx.settings.seed)
@@ -265,6 +267,7 @@ def backtest(ctx: Context) -> dict[str, Any]:
     """The first held-out days as one portfolio, for the trained and the untrained model, each beside the baselines
     and the index (`trade eval backtest --policy local`), with the tools and prompt set they trained on."""
     from trade_eval.backtest import Backtest, new_manifest, run_backtest
+    from trade_eval.policies.local import unload
     from trade_reward.taskfolder import read_records
 
     data = Path(ctx.results["market"]["data"])
@@ -293,6 +296,7 @@ def backtest(ctx: Context) -> dict[str, Any]:
             pool_size=BACKTEST_POOL,
         )
         played = run_backtest(plan, policy, settings, ctx.folder("backtest") / side, manifest)
+        unload()
         summaries[side] = played.model_dump(mode="json")  # the stage's results are JSON, as summary.json
     return {"summaries": summaries}
 

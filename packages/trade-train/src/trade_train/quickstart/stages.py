@@ -8,6 +8,9 @@ since the finished stages were made with the old ones.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -77,6 +80,14 @@ def load_state(out: Path, settings: QuickstartSettings) -> State:
     return state
 
 
+def give_back_memory() -> None:
+    """Return what a stage freed to the system before the next stage (glibc keeps freed memory for reuse): the
+    fine-tune of a pretrained model peaks near 19 GB, and the evaluation after it ran a 24 GB machine out."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: its allocator returns memory its own way
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def run_stages(
     out: Path, settings: QuickstartSettings, stages: Sequence[Stage], *, stop_after: str | None = None
 ) -> State:
@@ -105,6 +116,7 @@ def _run(
             started = time.perf_counter()
             context = Context(out, settings, {name: f.result for name, f in state.finished.items()})
             result = stage.run(context)
+            give_back_memory()
             state.finished[stage.name] = Finished(seconds=round(time.perf_counter() - started, 1), result=result)
             atomic_write(out / STATE, state.model_dump_json(indent=2) + "\n")
             log.info("quickstart.stage", stage=stage.name, seconds=state.finished[stage.name].seconds)
