@@ -1,7 +1,8 @@
 """What one quickstart run is: the user's flags and the sizes derived from them, fixed for the run's life.
 
-The defaults are chosen from measurements on the planted-signal market (packages/trade-train/README.md,
-"What the defaults are and why"): each is a ``trade quickstart`` flag of the same name.
+The defaults are chosen from measurements on the planted-signal market (packages/trade-train/README.md, "A pretrained
+model on two cores" and "What the tiny model's defaults are and why"): each is a ``trade quickstart`` flag of the
+same name.
 """
 
 from __future__ import annotations
