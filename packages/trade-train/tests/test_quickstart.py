@@ -147,6 +147,7 @@ def test_a_short_quickstart_runs_end_to_end_and_resumes(tmp_path: Path) -> None:
     assert f"On the held-out tasks, trained against untrained: {compared['verdicts'][0]}." in report
     days = (out / "backtest" / "trained" / "days.jsonl").read_text().splitlines()
     assert len(days) == 2 and "## Backtest of the first 2 held-out days, " in report  # at most --days of them
+    assert "Annualised figures (252 trading days a year) extrapolate 2 days" in report
     page = (out / "report.html").read_text()
     assert "trained" in page and "untrained" in page and "momentum" in page
     assert list(_state(out)["finished"]) == ["market", "tasks", "model", "grpo", "evaluate", "backtest", "report"]

@@ -223,11 +223,11 @@ def flat_steps(steps: list[MetricsLine]) -> str | None:
 
 def backtest_rows(summaries: dict[str, BacktestSummary]) -> BacktestSummary:
     """One table: each model's own row (``local`` in its run), then the baselines and the index (the same days
-    and pool in both runs, so taken from the trained model's)."""
+    and pool in both runs, so taken from the trained model's, as are the dates)."""
     trained = summaries["trained"]
     rows = {side: summary.rows["local"] for side, summary in summaries.items()}
     rows |= {name: row for name, row in trained.rows.items() if name != "local"}
-    return BacktestSummary(conventions=trained.conventions, rows=rows, nav={})
+    return BacktestSummary(conventions=trained.conventions, rows=rows, nav={"dates": trained.nav["dates"]})
 
 
 def edge_words(settings: QuickstartSettings) -> str | None:
