@@ -20,8 +20,9 @@
 # the run in one line (a missing package's own requirements show once it is there); a version other than asked is
 # reported and the run goes on.
 #
-# `run` passes `--device gpu --model-layers $LAYERS --model-hidden $HIDDEN` (default 8 and 512: ~90 M parameters,
-# most of them the 151,936-row embedding) to `trade quickstart --out $RUN` (default runs/gpu-learning), then any
+# `run` passes `--device gpu --model tiny --model-layers $LAYERS --model-hidden $HIDDEN` (default 8 and 512: ~90 M
+# parameters, most of them the 151,936-row embedding; the quickstart's own default, SmolLM2 with prefix-grpo, trains
+# on CPU only) to `trade quickstart --out $RUN` (default runs/gpu-learning), then any
 # flags given (e.g. `--steps 20 --days 10 --samples 2` for a run of minutes); DEVICE=cpu runs it on the CPU.
 # nvidia-smi samples the GPU every 0.5 s into $RUN/gpu.csv; the figures are printed and written to
 # $RUN/gpu-learning.json, beside the quickstart's report.md.
@@ -74,7 +75,7 @@ run)
         sampler=$!
         trap 'kill "$sampler" 2>/dev/null || true' EXIT
     fi
-    trade quickstart --out "$RUN" --device "$DEVICE" --model-layers "$LAYERS" --model-hidden "$HIDDEN" "$@"
+    trade quickstart --out "$RUN" --device "$DEVICE" --model tiny --model-layers "$LAYERS" --model-hidden "$HIDDEN" "$@"
     if [ -n "$sampler" ]; then
         kill "$sampler" 2>/dev/null || true
     fi
