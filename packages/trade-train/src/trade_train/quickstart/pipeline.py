@@ -180,7 +180,7 @@ def grpo(ctx: Context) -> dict[str, Any]:
             batch_size=s.group * s.tasks_per_step,
             temperature=s.temperature,
             max_completion_length=recipe.rollout_tokens,
-            max_reply_tokens=s.recipe.max_tokens if recipe.trainer == "prefix-grpo" else None,
+            max_reply_tokens=recipe.max_tokens if recipe.trainer == "prefix-grpo" else None,
             learning_rate=recipe.learning_rate,
             lr_scheduler="constant",
             train_layers=recipe.train_layers,

@@ -346,9 +346,9 @@ def write_reports(ctx: Context) -> dict[str, Any]:
         "",
     ]
     played = {side: BacktestSummary.model_validate(v) for side, v in results["backtest"]["summaries"].items()}
-    dates = next(iter(played.values())).nav["dates"]
-    lines += [f"## Backtest of the first {len(dates) - 1} held-out days, {dates[1]} to {dates[-1]} ({PAGE})", ""]
     table = backtest_rows(played)
+    dates = table.nav["dates"]
+    lines += [f"## Backtest of the first {len(dates) - 1} held-out days, {dates[1]} to {dates[-1]} ({PAGE})", ""]
     lines += ["```", *table_lines(table), "```", "", backtest_notes(table, synthetic=s.data is None), ""]
     lines += ["Baselines:", "", *(f"- `{name}`: {text}" for name, text in baseline_words(summaries)), ""]
     times = json.loads((ctx.out / STATE).read_text(encoding="utf-8"))["finished"]
