@@ -423,3 +423,46 @@ def test_grouped_attention_and_the_roomy_cache_give_the_numbers_of_transformers_
     assert all((layer.prefix is None if not held else layer.prefix[0].shape[-2] == held) for layer in cache.layers)
     assert cache.layers[0].keys.shape[-2] == width + 12 - 1 - held  # each row's own tokens, the decoded included
     assert cache.layers[0].room[0].shape[-2] > 4 + width - held  # it outgrew the room asked for
+
+
+@needs_model
+@pytest.mark.parametrize("opening", [0, 16])
+def test_rows_that_ended_leave_the_batch_and_the_others_write_what_one_generate_writes(
+    random_model: Path, opening: int
+) -> None:
+    """A row whose reply reaches a stop token leaves the batch at the end of its chunk (the next ``generate`` decodes
+    the others only, from the roomy cache cut to their rows); every row writes what one greedy ``generate`` of the
+    whole batch wrote, cut after its first stop."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trade_core.cpu_generation import generate_replies, grouped_attention
+    from trade_core.prompt_cache import PromptCache
+
+    model = grouped_attention(AutoModelForCausalLM.from_pretrained(random_model, dtype=torch.float32).eval())
+    torch.manual_seed(1)
+    start = torch.randint(10, 1000, (opening,)).tolist()
+    prompts = [start + torch.randint(10, 1000, (n,)).tolist() for n in (14, 2, 9)]
+    greedy = {"do_sample": False, "pad_token_id": 0}
+    with torch.no_grad():
+        ids, mask, cache = PromptCache(model).joined(prompts, 0, room=20)
+        whole = model.generate(input_ids=ids, attention_mask=mask, past_key_values=cache, max_new_tokens=20, **greedy)
+        whole = whole[:, ids.shape[1] :].tolist()
+        stop = whole[1][4]  # the second row ends at its fifth token, or sooner
+        expected = [row[: row.index(stop) + 1] if stop in row else row for row in whole]
+        assert len(expected[1]) <= 5 and any(len(row) == 20 for row in expected)
+
+        widths = []
+        original = model.generate
+
+        def counted(**kwargs: object) -> object:
+            widths.append(kwargs["input_ids"].shape[0])  # type: ignore[attr-defined]
+            return original(**kwargs)
+
+        model.generate = counted
+        ids, mask, cache = PromptCache(model).joined(prompts, 0, room=20)
+        replies = generate_replies(
+            model, ids, mask, cache, stops={stop}, pad=0, max_new_tokens=20, chunk=6, do_sample=False
+        )
+    assert replies == expected
+    assert widths[0] == 3 and widths[1] == 3 - sum(len(row) <= 6 for row in expected) and len(widths) == 4

@@ -66,6 +66,71 @@ def fast_cpu_sampling(threads: int | None = 1, generators: Sequence[Any] | None 
         torch.set_num_threads(before)
 
 
+CHUNK = 16
+"""Tokens :func:`generate_replies` decodes between looks for rows that have ended."""
+
+
+def generate_replies(
+    model: Any,
+    ids: Any,
+    mask: Any,
+    cache: Any,
+    *,
+    stops: set[int],
+    pad: int,
+    max_new_tokens: int,
+    generators: Sequence[Any] | None = None,
+    chunk: int = CHUNK,
+    **sampling: Any,
+) -> list[list[int]]:
+    """Each row's reply to a batch of prompts (``generate``'s ``input_ids``, ``attention_mask`` and
+    ``past_key_values``; ``cache`` may be None): its tokens through its first of ``stops``, else
+    ``max_new_tokens`` of them, row i sampled from ``generators[i]``.
+
+    ``generate`` runs a batch until its longest row ends, and every row costs each decode step its share, ended or
+    not: an untrained model's replies run from 30 to 190 tokens. So the batch decodes ``chunk`` tokens at a time and
+    the rows that ended leave it between chunks, their keys and values with them (``chunk`` at least
+    ``max_new_tokens``: one ``generate``). A row's draws come from its own generator and a continued ``generate``
+    reads on from the cache as the loop inside one would, so leaving changes no row's tokens (a batch of one is one
+    ``generate``, token for token), up to the last bits that a batch's shape gives its float sums."""
+    import torch
+
+    rows = list(range(ids.shape[0]))
+    replies: list[list[int]] = [[] for _ in rows]
+    left = max_new_tokens
+    while left > 0:
+        take = min(chunk, left)
+        drawing = None if generators is None else [generators[row] for row in rows]
+        with fast_cpu_sampling(threads=None, generators=drawing):
+            output = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                past_key_values=cache,
+                pad_token_id=pad,
+                max_new_tokens=take,
+                return_dict_in_generate=True,
+                **sampling,
+            )
+        new = output.sequences[:, ids.shape[1] :]
+        left -= take
+        going = []
+        for at, (row, tokens) in enumerate(zip(rows, new.tolist(), strict=True)):
+            end = next((i for i, token in enumerate(tokens) if token in stops), None)
+            replies[row] += tokens if end is None else tokens[: end + 1]
+            if end is None and len(tokens) == take:
+                going.append(at)
+        if not going or not left:
+            break
+        ids, cache = output.sequences, output.past_key_values
+        mask = torch.cat([mask, mask.new_ones(new.shape)], dim=1)
+        if len(going) < len(rows):
+            keep = torch.tensor(going, device=ids.device)
+            ids, mask = ids[keep], mask[keep]
+            cache.batch_select_indices(keep)
+            rows = [rows[at] for at in going]
+    return replies
+
+
 GQA_ATTENTION = "trade_sdpa_gqa"
 """transformers' ``sdpa`` attention that keeps grouped-query keys and values grouped under a mask too."""
 
