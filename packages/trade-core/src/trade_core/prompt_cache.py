@@ -159,16 +159,6 @@ def _roomy_layer() -> type:
                     self.keys.shared_prefix = self.prefix  # the attention reads it (cpu_generation.grouped_attention)
                 return self.keys, self.values
 
-            def batch_select_indices(self, indices: Any) -> None:
-                """Keep the rows ``indices`` (the rows still decoding), each with its room to grow."""
-                room = getattr(self, "room", None)
-                if room is None or room[0].data_ptr() != self.keys.data_ptr():
-                    super().batch_select_indices(indices)
-                    return
-                held = self.keys.shape[-2]
-                self.room = (room[0][indices], room[1][indices])
-                self.keys, self.values = self.room[0][..., :held, :], self.room[1][..., :held, :]
-
         _ROOMY = RoomyLayer
     return _ROOMY
 

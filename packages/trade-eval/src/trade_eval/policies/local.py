@@ -14,8 +14,7 @@ a generation runs (the other episodes of a tasks run) wait, and the next generat
 of them together (default 16), left-padded, each row stopping at its own end or ``max_tokens``; the event loop
 keeps the episodes in flight meanwhile. Requests with other sampling settings are generated apart. Each prompt
 is read alone (in a model of attention layers only: causal attention, no mask) and the batch decodes from the
-joined cache, so batching saves decode steps, not prompt reading; the rows that have ended leave the batch every
-16 tokens (:func:`~trade_core.cpu_generation.generate_replies`), so a long reply does not keep the short ones decoding.
+joined cache, so batching saves decode steps, not prompt reading, and a batch runs as long as its longest reply.
 A prompt is read from the longest prefix it shares with a recent one (:mod:`trade_core.prompt_cache`: the system
 prompt every day shares, a task's other samples, the day's earlier turns), within ``--set prompt_cache_mb=N`` of
 memory (default 4096; 0 reads every prompt whole).
@@ -44,7 +43,7 @@ from typing import Any
 
 import structlog
 
-from trade_core.cpu_generation import CHUNK, cpu_precision, generate_replies, grouped_attention
+from trade_core.cpu_generation import cpu_precision, fast_cpu_sampling, grouped_attention
 from trade_core.errors import TradeError
 from trade_core.prompt_cache import BUDGET_MB, PromptCache
 from trade_eval.policies.llm import chat_request, play_reply
@@ -238,41 +237,34 @@ class LocalModel:
         generators = [torch.Generator().manual_seed(request["seed"]) for request in requests]
         started = time.perf_counter()  # the generation's own time, not the wait for a batch
         sampling = self._sampling(requests[0])
-        new = sampling.pop("max_new_tokens")
-        with torch.inference_mode():
+        with torch.inference_mode(), fast_cpu_sampling(threads=None, generators=generators):
             if self._attention_only and (len(prompts) > 1 or self.prompts.budget):
-                ids, mask, cache = self.prompts.joined(prompts, self.pad, room=new)
+                ids, mask, cache = self.prompts.joined(prompts, self.pad, room=sampling["max_new_tokens"])
             else:
                 width = max(len(prompt) for prompt in prompts)
                 ids = torch.tensor([[self.pad] * (width - len(p)) + p for p in prompts], device=self.device)
                 mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
                 cache = None
-            replies = generate_replies(
-                self.model,
-                ids,
-                mask,
-                cache,
-                stops=self.stops,
-                pad=self.pad,
-                max_new_tokens=new,
-                generators=generators,
-                chunk=CHUNK if self._attention_only else new,  # other caches may not drop rows
-                **sampling,
+            output = self.model.generate(
+                input_ids=ids, attention_mask=mask, past_key_values=cache, pad_token_id=self.pad, **sampling
             )
         seconds = time.perf_counter() - started
+        width = ids.shape[1]
         return [
-            self._reply(request, reply, len(prompt), day, seconds, len(requests))
-            for request, reply, prompt, day in zip(requests, replies, prompts, days, strict=True)
+            self._reply(request, output[row, width:].tolist(), len(prompt), day, seconds, len(requests))
+            for row, (request, prompt, day) in enumerate(zip(requests, prompts, days, strict=True))
         ]
 
     def _reply(
         self, request: dict[str, Any], ids: list[int], prompt: int, day: str, seconds: float, batch: int
     ) -> dict[str, Any]:
-        """A row's tokens (through its first stop, if any) as the chat.completion answer (and its log line)."""
+        """A row's tokens, cut after its first stop, as the chat.completion answer (and its log line)."""
+        end = next((i for i, token in enumerate(ids) if token in self.stops), None)
+        ids = ids if end is None else ids[: end + 1]
         reply = parse_reply(self.tokenizer.decode(ids, skip_special_tokens=True), self.format, request["tools"])
         message: dict[str, Any] = {"role": "assistant", "content": reply.content, "reasoning_content": reply.reasoning}
         message["tool_calls"] = [{"type": "function", "function": {"name": n, "arguments": a}} for n, a in reply.calls]
-        finish = "stop" if ids and ids[-1] in self.stops else "length"
+        finish = "length" if end is None else "stop"
         latency = round(seconds, 3)
         log.info("local.reply", day=day, tokens=len(ids), latency_s=latency, finish_reason=finish, batch=batch)
         return {

@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from trade_core.cpu_generation import autocast, generate_replies, grouped_attention
+from trade_core.cpu_generation import autocast, fast_cpu_sampling, grouped_attention
 from trade_core.errors import TradeError
 from trade_core.prompt_cache import PromptCache
 from trade_records.metrics import append_metrics
@@ -103,22 +103,24 @@ class GroupPlayer:
         import torch
 
         g = self.grpo
-        with torch.no_grad(), autocast(g.precision):
+        with torch.no_grad(), autocast(g.precision), fast_cpu_sampling(threads=None, generators=generators):
             ids, mask, cache = self.cache.joined(prompts, self.pad, room=new)
-            return generate_replies(
-                self.model,
-                ids,
-                mask,
-                cache,
-                stops=self.stops,
-                pad=self.pad,
-                max_new_tokens=new,
-                generators=generators,
+            output = self.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                past_key_values=cache,
+                pad_token_id=self.pad,
                 do_sample=True,
                 temperature=g.temperature,
                 top_k=g.top_k,  # 0: no top-k
                 top_p=1.0,
+                max_new_tokens=new,
             )
+        replies = []
+        for row in output[:, ids.shape[1] :].tolist():
+            end = next((i for i, token in enumerate(row) if token in self.stops), None)
+            replies.append(row if end is None else row[: end + 1])
+        return replies
 
     def _advance(self, row: Row, reply: list[int], room: int, budget: int) -> None:
         """Play one reply on the row's day; the tool texts it got become the row's next tokens. A reply cut before

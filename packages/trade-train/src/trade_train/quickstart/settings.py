@@ -42,7 +42,7 @@ class Recipe(BaseModel):
     sft_steps: int
     """A pretrained model's 20 steps taught seed 0 to copy the ranking's codes but left seed 1 ordering a code not
     in the pool in a third of its GRPO rollouts, which GRPO then could not learn past (docs/benchmarks.md, "Seed 1:
-    the copy the fine-tune leaves"); 30 brought that to 6 of 112."""
+    the copy the fine-tune leaves"); 30 brought that to 9 of 192."""
     sft_batch: int
     sft_learning_rate: float
     learning_rate: float
