@@ -114,6 +114,12 @@ once (prefix-grpo) and its days are two replies (the buy and the stop in one).""
 TRAINERS = ("trl-grpo", "prefix-grpo")
 
 
+def _defaults(field: str) -> str:
+    """A recipe field's default per kind of model, for a flag's help (read from RECIPES, so it cannot go stale)."""
+    tiny, pretrained = (getattr(RECIPES[kind], field) for kind in ("tiny", "pretrained"))
+    return f"{tiny:g} for tiny, {pretrained:g} for a pretrained model"
+
+
 class QuickstartSettings(BaseModel):
     """The flags a run was started with; a rerun with other values is refused (``quickstart.json``)."""
 
@@ -150,13 +156,13 @@ class QuickstartSettings(BaseModel):
     )
     samples: int = Field(4, ge=1, description="samples of each held-out task per model")
     sft_steps: int | None = Field(
-        None, ge=1, description="fine-tuning steps on the demonstrations (600 for tiny, 20 for a pretrained model)"
+        None, ge=1, description=f"fine-tuning steps on the demonstrations ({_defaults('sft_steps')})"
     )
     sft_batch: int | None = Field(
-        None, ge=1, description="demonstrations per fine-tuning step (1 for tiny, 8 for a pretrained model)"
+        None, ge=1, description=f"demonstrations per fine-tuning step ({_defaults('sft_batch')})"
     )
     sft_learning_rate: float | None = Field(
-        None, gt=0, description="the fine-tune's peak step size (1e-2 for tiny, 5e-4 for a pretrained model)"
+        None, gt=0, description=f"the fine-tune's peak step size ({_defaults('sft_learning_rate')})"
     )
     demonstrations: int = Field(189, ge=1, description="training days played as demonstrations for the fine-tune")
     group: int = Field(8, ge=2, description="rollouts per GRPO task")
@@ -171,7 +177,7 @@ class QuickstartSettings(BaseModel):
         "longest walk, buy and stop is about 185)",
     )
     learning_rate: float | None = Field(
-        None, gt=0, description="GRPO's step size, constant over the run (1e-3 for tiny, 1e-5 for a pretrained model)"
+        None, gt=0, description=f"GRPO's step size, constant over the run ({_defaults('learning_rate')})"
     )
     train_layers: int | None = Field(
         None,
